@@ -1,0 +1,53 @@
+"""django-rag: documents, uploads and model rows as a searchable, citable knowledge base.
+
+    import django_rag as rag
+    kb = rag.collection("docs")
+    kb.index([rag.RagDocument("faq", "How to back up ...")])
+    hits = kb.search("backups", k=5)
+
+Importing this package has no side effects: names that need Django's app registry load on
+first access.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+from .exceptions import ConfigurationError, EmbedderError, LoaderError, OutboundPolicyError, QueryError, RagError
+from .types import Answer, ChunkData, Hit, IngestResult, RagDocument, SyncResult
+
+__all__ = [
+    "Answer",
+    "Chunk",
+    "ChunkData",
+    "Collection",
+    "ConfigurationError",
+    "Document",
+    "EmbedderError",
+    "Hit",
+    "IngestResult",
+    "LoaderError",
+    "OutboundPolicyError",
+    "QueryError",
+    "RagDocument",
+    "RagError",
+    "SyncResult",
+    "collection",
+    "get_embedder",
+]
+
+_LAZY = {
+    "collection": "django_rag.api",
+    "Collection": "django_rag.models",
+    "Document": "django_rag.models",
+    "Chunk": "django_rag.models",
+    "get_embedder": "django_rag.embedders",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'django_rag' has no attribute {name!r}")
+    return getattr(import_module(module), name)

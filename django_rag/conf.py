@@ -1,0 +1,91 @@
+"""The ``RAG`` settings dict: defaults, lazy access, reset when tests override settings.
+
+Read settings only through ``rag_settings``; nothing here touches ``django.conf.settings``
+at import time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+
+__all__ = ["DEFAULTS", "rag_settings"]
+
+DEFAULT_COLLECTION_OPTIONS: dict[str, Any] = {
+    "EMBEDDER": "default",
+    "TEXT_CONFIG": "english",
+    "CHUNK_SIZE": 256,      # tokens
+    "CHUNK_OVERLAP": 32,    # tokens
+}
+
+DEFAULTS: dict[str, Any] = {
+    "EMBEDDERS": {
+        "default": {
+            "BACKEND": "django_rag.embedders.openai.OpenAIEmbedder",
+            "MODEL": "text-embedding-3-small",
+            "DIMENSIONS": 1536,
+        },
+    },
+    "CHAT": {"BACKEND": "django_rag.answer.OpenAIChat", "MODEL": "gpt-4o-mini"},
+    # name -> options (see DEFAULT_COLLECTION_OPTIONS); created in the database on first use.
+    "COLLECTIONS": {},
+    "STORE": "django_rag.stores.pgvector.PgVectorStore",
+    # Database alias the app reads and writes through.
+    "DATABASE": "default",
+    "ASYNC": True,
+    "OUTBOUND": {},
+    "MEDIA": {},
+    # HNSW ef_search for vector queries (pgvector's default is 40); raised to k when k is larger.
+    "EF_SEARCH": 40,
+}
+
+
+class RagSettings:
+    """Attribute access to ``settings.RAG`` merged over ``DEFAULTS``, computed on first use."""
+
+    def __init__(self) -> None:
+        self._merged: dict[str, Any] | None = None
+
+    def _load(self) -> dict[str, Any]:
+        if self._merged is None:
+            user = getattr(settings, "RAG", {}) or {}
+            merged = {**DEFAULTS, **user}
+            if "EMBEDDERS" in user and "default" not in user["EMBEDDERS"]:
+                # A "default" alias always exists, so collections without an EMBEDDER still work.
+                merged["EMBEDDERS"] = {"default": DEFAULTS["EMBEDDERS"]["default"], **user["EMBEDDERS"]}
+            self._merged = merged
+        return self._merged
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        values = self._load()
+        if name not in values:
+            raise AttributeError(f"RAG has no setting {name!r}")
+        return values[name]
+
+    def collection_options(self, name: str) -> dict[str, Any] | None:
+        """Options of a collection declared in settings, defaults filled in; None if undeclared."""
+        declared = self.COLLECTIONS.get(name)
+        if declared is None:
+            return None
+        return {**DEFAULT_COLLECTION_OPTIONS, **declared}
+
+    def reload(self) -> None:
+        self._merged = None
+        from .embedders.base import _cached_embedder
+
+        _cached_embedder.cache_clear()
+
+
+rag_settings = RagSettings()
+
+
+def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == "RAG":
+        rag_settings.reload()
+
+
+setting_changed.connect(_on_setting_changed)

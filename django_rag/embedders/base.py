@@ -1,0 +1,124 @@
+"""The embedder protocol, a batching base class and the settings-driven factory."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from django.utils.module_loading import import_string
+
+from ..exceptions import ConfigurationError
+
+__all__ = ["BaseEmbedder", "Embedder", "get_embedder", "load_embedder", "normalize"]
+
+Vector = list[float]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the rest of the app needs from an embedding model."""
+
+    model: str
+    dimensions: int
+
+    @property
+    def space(self) -> str: ...
+
+    def embed_documents(self, texts: Sequence[str]) -> list[Vector]: ...
+
+    def embed_query(self, text: str) -> Vector: ...
+
+
+class BaseEmbedder:
+    """Batches ``embed_documents`` and checks every vector's width.
+
+    Subclasses implement ``_embed(texts, kind)`` where ``kind`` is ``"document"`` or ``"query"``
+    (models such as e5 embed the two differently) and set ``model`` and ``dimensions``.
+    """
+
+    model: str = ""
+    dimensions: int = 0
+    batch_size: int = 64
+
+    def __init__(self, *, model: str | None = None, dimensions: int | None = None,
+                 batch_size: int | None = None, **options: Any) -> None:
+        if model is not None:
+            self.model = model
+        if dimensions is not None:
+            self.dimensions = int(dimensions)
+        if batch_size is not None:
+            self.batch_size = int(batch_size)
+        if options:
+            raise ConfigurationError(
+                f"{type(self).__name__} got unknown options {sorted(options)}; check RAG['EMBEDDERS']"
+            )
+        if self.dimensions <= 0:
+            raise ConfigurationError(f"{type(self).__name__} needs DIMENSIONS > 0")
+        if self.batch_size <= 0:
+            raise ConfigurationError(f"{type(self).__name__} needs BATCH_SIZE > 0")
+
+    @property
+    def space(self) -> str:
+        """The embedding space: vectors are comparable only within one space."""
+        return f"{self.model}:{self.dimensions}"
+
+    def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
+        vectors: list[Vector] = []
+        for start in range(0, len(texts), self.batch_size):
+            vectors.extend(self._checked(self._embed(list(texts[start:start + self.batch_size]), "document")))
+        return vectors
+
+    def embed_query(self, text: str) -> Vector:
+        return self._checked(self._embed([text], "query"))[0]
+
+    def _embed(self, texts: list[str], kind: str) -> list[Vector]:
+        raise NotImplementedError
+
+    def _checked(self, vectors: list[Vector]) -> list[Vector]:
+        for vector in vectors:
+            if len(vector) != self.dimensions:
+                raise ConfigurationError(
+                    f"embedder '{self.model}' is declared with {self.dimensions} dimensions but returned "
+                    f"a {len(vector)}-dim vector; set DIMENSIONS to {len(vector)} in RAG['EMBEDDERS']"
+                )
+        return vectors
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.space}>"
+
+
+def normalize(vector: Sequence[float]) -> Vector:
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [x / norm for x in vector] if norm else list(vector)
+
+
+def load_embedder(config: dict[str, Any]) -> Embedder:
+    """Build an embedder from ``{"BACKEND": "dotted.path", "MODEL": ..., **options}``."""
+    options = dict(config)
+    backend = options.pop("BACKEND", None)
+    if not backend:
+        raise ConfigurationError("an embedder config needs a 'BACKEND' dotted path")
+    try:
+        cls = import_string(backend)
+    except ImportError as exc:
+        raise ConfigurationError(f"cannot import embedder backend {backend!r}: {exc}") from exc
+    return cls(**{key.lower(): value for key, value in options.items()})
+
+
+@functools.cache
+def _cached_embedder(alias: str) -> Embedder:
+    from ..conf import rag_settings
+
+    embedders = rag_settings.EMBEDDERS
+    if alias not in embedders:
+        raise ConfigurationError(
+            f"no embedder named {alias!r}; RAG['EMBEDDERS'] defines {sorted(embedders)}"
+        )
+    return load_embedder(embedders[alias])
+
+
+def get_embedder(alias: str = "default") -> Embedder:
+    """The configured embedder for ``alias`` (one instance per process, reset on setting change)."""
+    return _cached_embedder(alias)

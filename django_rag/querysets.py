@@ -1,0 +1,143 @@
+"""``ChunkQuerySet.nearest``: vector search as a lazy, filterable Django QuerySet."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from django.db import models
+from django.db.models.functions import Cast
+from pgvector import Vector
+from pgvector.django import CosineDistance, HalfVectorField, VectorField
+
+from .exceptions import ConfigurationError, QueryError
+
+if TYPE_CHECKING:
+    from .embedders.base import Embedder
+    from .models import Collection
+
+__all__ = ["MAX_K", "MAX_QUERY_CHARS", "ChunkQuerySet", "vector_cast_field"]
+
+MAX_K = 1000
+MAX_QUERY_CHARS = 20_000
+VECTOR_MAX_DIMS = 2000    # pgvector's HNSW/IVFFlat limit for vector
+HALFVEC_MAX_DIMS = 4000   # ... and for halfvec
+
+
+def vector_cast_field(dimensions: int) -> models.Field:
+    """The typed column an ANN index for this width uses (see ``rag_migration``)."""
+    if dimensions <= VECTOR_MAX_DIMS:
+        return VectorField(dimensions=dimensions)
+    return HalfVectorField(dimensions=dimensions) if dimensions <= HALFVEC_MAX_DIMS else VectorField()
+
+
+def check_k(k: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise QueryError(f"k must be an integer between 1 and {MAX_K}, got {k!r}")
+    return k
+
+
+def check_query_text(query: str) -> str:
+    if not query.strip():
+        raise QueryError("the search query is empty")
+    if len(query) > MAX_QUERY_CHARS:
+        raise QueryError(f"the search query is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}")
+    return query
+
+
+class ChunkQuerySet(models.QuerySet):
+    """Chunks, with ``nearest()`` for vector search.
+
+    ``nearest`` returns the k closest chunks as a lazy QuerySet annotated with ``distance``
+    (cosine) and ``score`` (1 - distance). Filters added afterwards are applied *before* the
+    top-k cut, so a view can narrow the search the same way it narrows any QuerySet::
+
+        Chunk.objects.filter(tenant="acme").nearest("backups", k=5).filter(tags__overlap=["faq"])
+    """
+
+    _rag_collection: Collection | None = None
+    _rag_limit: tuple[int, int | None] | None = None
+
+    def _clone(self) -> ChunkQuerySet:
+        clone = super()._clone()
+        clone._rag_collection = self._rag_collection
+        clone._rag_limit = self._rag_limit
+        return clone
+
+    def for_collection(self, collection: Collection) -> ChunkQuerySet:
+        """Remember which collection's embedder ``nearest("text")`` should use."""
+        clone = self._chain()
+        clone._rag_collection = collection
+        return clone
+
+    def nearest(self, query: str | Sequence[float], k: int = 10, *, collection: Collection | str | None = None,
+                embedder: Embedder | str | None = None, space: str | None = None) -> ChunkQuerySet:
+        """The ``k`` chunks closest to ``query``: text (embedded with the collection's embedder) or a vector.
+
+        A vector needs its ``space`` (``"model:dims"``) unless a collection or embedder says it.
+        """
+        check_k(k)
+        if isinstance(query, str):
+            resolved = self._resolve_embedder(collection, embedder)
+            vector = resolved.embed_query(check_query_text(query))
+            space = resolved.space
+        else:
+            vector = [float(x) for x in query]
+            if not vector:
+                raise QueryError("the query vector is empty")
+            if space is None:
+                space = self._resolve_embedder(collection, embedder).space
+            dims = space.rpartition(":")[2]
+            if dims.isdigit() and int(dims) != len(vector):
+                raise QueryError(
+                    f"the query vector has {len(vector)} dimensions but space '{space}' holds {dims}-dim vectors"
+                )
+        typed = vector_cast_field(len(vector))
+        distance = CosineDistance(Cast("embedding", typed), Cast(models.Value(Vector(vector).to_text()), typed))
+        qs = (
+            self.filter(space=space)
+            .defer("embedding")
+            .annotate(distance=distance)
+            .annotate(score=1.0 - models.F("distance"))
+            .order_by("distance")
+        )[:k]
+        qs._rag_limit = (qs.query.low_mark, qs.query.high_mark)
+        return qs
+
+    def _filter_or_exclude(self, negate: bool, args: Any, kwargs: Any) -> ChunkQuerySet:
+        if (args or kwargs) and self._rag_limit is not None and self._rag_limit == (
+            self.query.low_mark, self.query.high_mark
+        ):
+            # The top-k cut is ours, not the caller's: filter inside it, then cut again.
+            clone = self._chain()
+            clone.query.clear_limits()
+            clone = super(ChunkQuerySet, clone)._filter_or_exclude(negate, args, kwargs)
+            clone.query.set_limits(*self._rag_limit)
+            return clone
+        return super()._filter_or_exclude(negate, args, kwargs)
+
+    def _resolve_embedder(self, collection: Collection | str | None, embedder: Embedder | str | None) -> Embedder:
+        from .embedders import get_embedder
+
+        if embedder is not None:
+            return get_embedder(embedder) if isinstance(embedder, str) else embedder
+        if isinstance(collection, str):
+            collection = _get_collection(collection)
+        collection = collection or self._rag_collection
+        if collection is not None:
+            return collection.get_embedder()
+        from .conf import rag_settings
+
+        aliases = {opts.get("EMBEDDER", "default") for opts in rag_settings.COLLECTIONS.values()} or {"default"}
+        if len(aliases) == 1:
+            return get_embedder(aliases.pop())
+        raise ConfigurationError(
+            "collections use different embedders; call nearest(..., collection='name') or "
+            "kb.chunks().nearest(...) so the query is embedded in the right space"
+        )
+
+
+def _get_collection(name: str) -> Collection:
+    from .api import collection
+
+    return collection(name)

@@ -1,0 +1,177 @@
+"""One contract, two stores: the pgvector ORM store and the memory store behave the same."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from django_rag.embedders.hashing import HashingEmbedder
+from django_rag.exceptions import ConfigurationError, QueryError
+from django_rag.stores import VectorStore
+from django_rag.stores.base import DocumentInfo, QueryScope
+from django_rag.stores.memory import MemoryStore
+from django_rag.stores.pgvector import PgVectorStore
+from django_rag.types import ChunkData
+
+EMBEDDER = HashingEmbedder(dimensions=64)
+SPACE = EMBEDDER.space
+
+
+def chunks(*texts: str, metadata: dict | None = None) -> list[ChunkData]:
+    vectors = EMBEDDER.embed_documents(list(texts))
+    return [
+        ChunkData(index=i, content=text, content_hash=hashlib.sha1(text.encode()).hexdigest(),
+                  char_start=0, char_end=len(text), metadata=dict(metadata or {}), embedding=vector)
+        for i, (text, vector) in enumerate(zip(texts, vectors, strict=True))
+    ]
+
+
+def doc(source_id: str, **kwargs: object) -> DocumentInfo:
+    return DocumentInfo(source_id=source_id, title=source_id, **kwargs)
+
+
+@pytest.fixture(params=["memory", "pgvector"])
+def store(request: pytest.FixtureRequest) -> VectorStore:
+    if request.param == "memory":
+        return MemoryStore()
+    request.getfixturevalue("db")
+    return PgVectorStore()
+
+
+def ids(hits: list) -> list[str]:
+    return [hit.source_id for hit in hits]
+
+
+def search(store: VectorStore, text: str, k: int = 10, **scope: object) -> list:
+    return store.query("docs", EMBEDDER.embed_query(text), k, space=SPACE, scope=QueryScope(**scope))
+
+
+def test_both_stores_satisfy_the_protocol(store: VectorStore) -> None:
+    assert isinstance(store, VectorStore)
+
+
+def test_upsert_then_query_returns_the_nearest_chunk_first(store: VectorStore) -> None:
+    store.upsert("docs", doc("a"), chunks("postgres backups with pg_dump", "the cat sat on the mat"), space=SPACE)
+    store.upsert("docs", doc("b"), chunks("weather in lisbon is sunny"), space=SPACE)
+    hits = search(store, "pg_dump backups", k=2)
+    assert hits[0].content == "postgres backups with pg_dump"
+    assert hits[0].score == pytest.approx(1.0 - 0.0, abs=0.5)
+    assert hits[0].score > hits[1].score
+    assert [hit.vector_rank for hit in hits] == [1, 2]
+
+
+def test_query_caps_results_at_k(store: VectorStore) -> None:
+    store.upsert("docs", doc("a"), chunks(*[f"note number {i}" for i in range(7)]), space=SPACE)
+    assert len(search(store, "note", k=3)) == 3
+
+
+def test_reupsert_of_same_chunks_changes_nothing(store: VectorStore) -> None:
+    first = store.upsert("docs", doc("a"), chunks("one", "two", "three"), space=SPACE)
+    again = store.upsert("docs", doc("a"), chunks("one", "two", "three"), space=SPACE)
+    assert (first.added, first.removed, first.unchanged) == (3, 0, 0)
+    assert (again.added, again.removed, again.unchanged) == (0, 0, 3)
+    assert len(search(store, "one two three")) == 3
+
+
+def test_reupsert_replaces_vanished_chunks_and_keeps_the_rest(store: VectorStore) -> None:
+    store.upsert("docs", doc("a"), chunks("one", "two", "three"), space=SPACE)
+    result = store.upsert("docs", doc("a"), chunks("one", "three", "four"), space=SPACE)
+    assert (result.added, result.removed, result.unchanged) == (1, 1, 2)
+    assert sorted(hit.content for hit in search(store, "one")) == ["four", "one", "three"]
+
+
+def test_duplicate_texts_in_a_document_are_each_kept(store: VectorStore) -> None:
+    result = store.upsert("docs", doc("a"), chunks("same", "same", "other"), space=SPACE)
+    assert result.added == 3
+    assert sorted(hit.content for hit in search(store, "same")) == ["other", "same", "same"]
+
+
+def test_vectors_for_returns_stored_vectors_by_hash(store: VectorStore) -> None:
+    stored = chunks("alpha beta")
+    store.upsert("docs", doc("a"), stored, space=SPACE)
+    found = store.vectors_for(SPACE, [stored[0].content_hash, "0" * 40])
+    assert list(found) == [stored[0].content_hash]
+    assert found[stored[0].content_hash] == pytest.approx(stored[0].embedding, abs=1e-6)
+    assert store.vectors_for("other-model:64", [stored[0].content_hash]) == {}
+
+
+def test_delete_by_source_id_is_exact(store: VectorStore) -> None:
+    store.upsert("docs", doc("manual"), chunks("manual text"), space=SPACE)
+    store.upsert("docs", doc("manual2"), chunks("manual two text"), space=SPACE)
+    assert store.delete("docs", source_id="manual") == 1
+    assert ids(search(store, "manual text")) == ["manual2"]
+
+
+def test_delete_by_prefix_never_touches_a_longer_sibling(store: VectorStore) -> None:
+    for source_id in ("docs", "docs/a", "docs/b/c", "docs#p2", "docs2", "docs2/a", "docsx"):
+        store.upsert("docs", doc(source_id), chunks(f"text of {source_id}"), space=SPACE)
+    assert store.delete("docs", prefix="docs") == 4
+    assert sorted(ids(search(store, "text of"))) == ["docs2", "docs2/a", "docsx"]
+
+
+def test_delete_by_prefix_with_trailing_separator_matches_children_only(store: VectorStore) -> None:
+    for source_id in ("guide", "guide/intro", "guide/setup"):
+        store.upsert("docs", doc(source_id), chunks(f"text of {source_id}"), space=SPACE)
+    assert store.delete("docs", prefix="guide/") == 2
+    assert ids(search(store, "text of")) == ["guide"]
+
+
+@pytest.mark.parametrize(("prefix", "survivor"), [("a_b", "axb/1"), ("50%", "50x/1"), ("back\\slash", "back/1")])
+def test_delete_by_prefix_treats_like_wildcards_literally(store: VectorStore, prefix: str, survivor: str) -> None:
+    store.upsert("docs", doc(f"{prefix}/1"), chunks("literal match"), space=SPACE)
+    store.upsert("docs", doc(survivor), chunks("wildcard bait"), space=SPACE)
+    assert store.delete("docs", prefix=prefix) == 1
+    assert ids(search(store, "literal wildcard")) == [survivor]
+
+
+def test_delete_needs_exactly_one_selector(store: VectorStore) -> None:
+    with pytest.raises(QueryError):
+        store.delete("docs")
+    with pytest.raises(QueryError):
+        store.delete("docs", source_id="a", prefix="b")
+    with pytest.raises(QueryError, match="empty prefix"):
+        store.delete("docs", prefix="")
+
+
+def test_query_never_crosses_tenant(store: VectorStore) -> None:
+    store.upsert("docs", doc("acme-doc", tenant="acme"), chunks("shared words here"), space=SPACE)
+    store.upsert("docs", doc("globex-doc", tenant="globex"), chunks("shared words here"), space=SPACE)
+    assert ids(search(store, "shared words", tenant="acme")) == ["acme-doc"]
+
+
+def test_query_filters_tags_by_overlap(store: VectorStore) -> None:
+    store.upsert("docs", doc("a", tags=["faq", "billing"]), chunks("invoice question"), space=SPACE)
+    store.upsert("docs", doc("b", tags=["manual"]), chunks("invoice manual"), space=SPACE)
+    assert ids(search(store, "invoice", tags=["billing", "other"])) == ["a"]
+
+
+def test_query_filters_metadata_by_equality(store: VectorStore) -> None:
+    store.upsert("docs", doc("a"), chunks("refund policy", metadata={"section": "billing"}), space=SPACE)
+    store.upsert("docs", doc("b"), chunks("refund policy", metadata={"section": "legal"}), space=SPACE)
+    assert ids(search(store, "refund", filters={"section": "legal"})) == ["b"]
+
+
+def test_query_filters_source_prefix_by_segment(store: VectorStore) -> None:
+    store.upsert("docs", doc("kb/a"), chunks("same text"), space=SPACE)
+    store.upsert("docs", doc("kb2/a"), chunks("same text"), space=SPACE)
+    assert ids(search(store, "same text", source_prefix="kb")) == ["kb/a"]
+
+
+def test_query_drops_hits_below_min_score(store: VectorStore) -> None:
+    store.upsert("docs", doc("a"), chunks("exact phrase match", "unrelated zebra content"), space=SPACE)
+    hits = search(store, "exact phrase match", min_score=0.9)
+    assert [hit.content for hit in hits] == ["exact phrase match"]
+
+
+def test_query_stays_within_its_space_and_collection(store: VectorStore) -> None:
+    store.upsert("docs", doc("a"), chunks("hello world"), space=SPACE)
+    other = HashingEmbedder(model="other", dimensions=64)
+    with pytest.raises(ConfigurationError, match="rag_reindex docs"):
+        store.query("docs", other.embed_query("hello world"), 5, space=other.space)
+    if isinstance(store, PgVectorStore):
+        from django_rag.api import collection
+
+        collection("notes")
+    store.upsert("notes", doc("n"), chunks("hello world"), space=SPACE)
+    assert ids(search(store, "hello world")) == ["a"]
