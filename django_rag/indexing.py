@@ -54,9 +54,9 @@ def index_documents(collection: Collection, docs: Iterable[RagDocument], *, tags
             else:
                 result.skipped += 1
         result.embedded += _embed_missing(embedder, store, [c for _, chunks in prepared for c in chunks])
-        for doc, chunks in prepared:
-            result += store.upsert(collection.name, _document_info(doc, tags, tenant, owner), chunks,
-                                   space=embedder.space)
+        result += store.upsert_many(
+            collection.name, [(_document_info(doc, tags, tenant, owner), chunks) for doc, chunks in prepared],
+            space=embedder.space)
     return result
 
 

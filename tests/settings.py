@@ -1,12 +1,18 @@
 """Settings for the test suite: real PostgreSQL + pgvector (DATABASE_URL or the embedded server)."""
 
+import os
+
 from django_rag.database import database_config
 
 SECRET_KEY = "tests-only"
 DEBUG = False
 USE_TZ = True
 ALLOWED_HOSTS = ["*"]
-DATABASES = {"default": database_config()}
+# A server (and data directory) of its own, so tests never touch the demo's data; a test
+# database name per run, so concurrent runs (and the Celery workers they start) do not collide.
+os.environ.setdefault("DJANGO_RAG_PGDATA", "/var/tmp/django-rag/test-pgdata")
+os.environ.setdefault("DJANGO_RAG_TEST_DB", f"test_django_rag_{os.getpid()}")
+DATABASES = {"default": {**database_config(), "TEST": {"NAME": os.environ["DJANGO_RAG_TEST_DB"]}}}
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",

@@ -31,12 +31,9 @@ def doc(source_id: str, **kwargs: object) -> DocumentInfo:
     return DocumentInfo(source_id=source_id, title=source_id, **kwargs)
 
 
-@pytest.fixture(params=["memory", "pgvector"])
+@pytest.fixture(params=["memory", pytest.param("pgvector", marks=pytest.mark.django_db)])
 def store(request: pytest.FixtureRequest) -> VectorStore:
-    if request.param == "memory":
-        return MemoryStore()
-    request.getfixturevalue("db")
-    return PgVectorStore()
+    return MemoryStore() if request.param == "memory" else PgVectorStore()
 
 
 def ids(hits: list) -> list[str]:
@@ -175,3 +172,16 @@ def test_query_stays_within_its_space_and_collection(store: VectorStore) -> None
         collection("notes")
     store.upsert("notes", doc("n"), chunks("hello world"), space=SPACE)
     assert ids(search(store, "hello world")) == ["a"]
+
+
+def test_upsert_many_syncs_a_batch_of_documents_at_once(store: VectorStore) -> None:
+    store.upsert("docs", doc("a"), chunks("one", "two"), space=SPACE)
+    result = store.upsert_many("docs", [(doc("a"), chunks("one", "three")), (doc("b"), chunks("four"))],
+                               space=SPACE)
+    assert (result.added, result.removed, result.unchanged, result.documents) == (2, 1, 1, 2)
+    assert sorted(hit.content for hit in search(store, "one")) == ["four", "one", "three"]
+
+
+def test_upsert_many_keeps_the_last_version_of_a_document_named_twice(store: VectorStore) -> None:
+    store.upsert_many("docs", [(doc("a"), chunks("old text")), (doc("a"), chunks("new text"))], space=SPACE)
+    assert [hit.content for hit in search(store, "text")] == ["new text"]

@@ -65,6 +65,11 @@ class VectorStore(Protocol):
         """Make ``chunks`` (all embedded) the document's chunks in ``space``; keep rows whose hash is unchanged."""
         ...
 
+    def upsert_many(self, collection: str, items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]], *,
+                    space: str) -> SyncResult:
+        """``upsert`` for several documents at once (one transaction where the backend has them)."""
+        ...
+
     def vectors_for(self, space: str, hashes: Sequence[str]) -> dict[str, list[float]]:
         """Stored vectors for chunk texts already embedded in ``space``, by content hash."""
         ...

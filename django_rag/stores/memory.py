@@ -39,6 +39,13 @@ class MemoryStore:
             docs[document.source_id] = _Stored(document=document, chunks=chunk_map)
             return SyncResult(added=len(added), removed=len(removed), unchanged=len(kept), documents=1)
 
+    def upsert_many(self, collection: str, items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]], *,
+                    space: str) -> SyncResult:
+        result = SyncResult()
+        for document, chunks in items:
+            result += self.upsert(collection, document, chunks, space=space)
+        return result
+
     def vectors_for(self, space: str, hashes: Sequence[str]) -> dict[str, list[float]]:
         wanted = set(hashes)
         found: dict[str, list[float]] = {}

@@ -31,15 +31,48 @@ __all__ = ["PgVectorStore", "escape_like", "prefix_q"]
 
 _vector_info: weakref.WeakKeyDictionary[psycopg.Connection[Any], TypeInfo] = weakref.WeakKeyDictionary()
 
+_LOCK = """
+SELECT count(pg_advisory_xact_lock(hashtextextended(s, %(collection)s)))
+FROM (SELECT s FROM unnest(%(ids)s::text[]) AS s ORDER BY s) AS ordered
+"""
+
+_UPSERT_DOCUMENTS = """
+INSERT INTO django_rag_document
+    (collection_id, source_id, title, source, content_type, loader, metadata, tags, tenant, owner_type_id,
+     owner_id, status, status_reason, error, content_hash, page_count, created_at, updated_at)
+SELECT %(collection)s, d.source_id, d.title, d.source, d.content_type, d.loader, d.metadata,
+       ARRAY(SELECT jsonb_array_elements_text(d.tags)), d.tenant, d.owner_type, d.owner_id,
+       'indexed', '', '', d.content_hash, d.page_count, now(), now()
+FROM unnest(%(source_id)s::text[], %(title)s::text[], %(source)s::text[], %(content_type)s::text[],
+            %(loader)s::text[], %(metadata)s::jsonb[], %(tags)s::jsonb[], %(tenant)s::text[],
+            %(owner_type)s::int4[], %(owner_id)s::text[], %(content_hash)s::text[], %(page_count)s::int4[])
+     AS d(source_id, title, source, content_type, loader, metadata, tags, tenant, owner_type, owner_id,
+          content_hash, page_count)
+ON CONFLICT (collection_id, source_id) DO UPDATE SET
+    title = EXCLUDED.title, source = EXCLUDED.source, content_type = EXCLUDED.content_type,
+    loader = EXCLUDED.loader, metadata = EXCLUDED.metadata, tags = EXCLUDED.tags, tenant = EXCLUDED.tenant,
+    owner_type_id = EXCLUDED.owner_type_id, owner_id = EXCLUDED.owner_id, status = 'indexed',
+    status_reason = '', error = '', content_hash = EXCLUDED.content_hash, page_count = EXCLUDED.page_count,
+    updated_at = now()
+RETURNING source_id, id
+"""
+
+_SYNC_SCOPE = """
+UPDATE django_rag_chunk AS c SET tenant = d.tenant, tags = d.tags
+FROM django_rag_document AS d
+WHERE c.document_id = d.id AND d.id = ANY(%s) AND (c.tenant, c.tags) IS DISTINCT FROM (d.tenant, d.tags)
+"""
+
 _INSERT_CHUNKS = """
 INSERT INTO django_rag_chunk
     (document_id, collection_id, tenant, tags, space, "index", content, content_hash, token_count,
      page, char_start, char_end, metadata, embedding, search_vector)
-SELECT %(document)s, %(collection)s, %(tenant)s, %(tags)s, %(space)s, c.idx, c.content, c.hash, c.tokens,
+SELECT c.doc, %(collection)s, d.tenant, d.tags, %(space)s, c.idx, c.content, c.hash, c.tokens,
        c.page, c.cstart, c.cend, c.meta, c.embedding, to_tsvector(%(config)s::regconfig, c.content)
-FROM unnest(%(idx)s::int4[], %(content)s::text[], %(hash)s::text[], %(tokens)s::int4[], %(page)s::int4[],
-            %(cstart)s::int4[], %(cend)s::int4[], %(meta)s::jsonb[], %(embedding)s::vector[])
-     AS c(idx, content, hash, tokens, page, cstart, cend, meta, embedding)
+FROM unnest(%(doc)s::int8[], %(idx)s::int4[], %(content)s::text[], %(hash)s::text[], %(tokens)s::int4[],
+            %(page)s::int4[], %(cstart)s::int4[], %(cend)s::int4[], %(meta)s::jsonb[], %(embedding)s::vector[])
+     AS c(doc, idx, content, hash, tokens, page, cstart, cend, meta, embedding)
+JOIN django_rag_document AS d ON d.id = c.doc
 """
 
 _UPDATE_KEPT = """
@@ -80,55 +113,80 @@ class PgVectorStore:
 
     def upsert(self, collection: str, document: DocumentInfo, chunks: Sequence[ChunkData], *,
                space: str) -> SyncResult:
-        for chunk in chunks:
-            if chunk.embedding is None:
-                raise ConfigurationError(f"chunk {chunk.index} of {document.source_id!r} has no embedding")
+        return self.upsert_many(collection, [(document, chunks)], space=space)
+
+    def upsert_many(self, collection: str, items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]], *,
+                    space: str) -> SyncResult:
+        """``upsert`` for a batch of documents: one transaction and a fixed number of statements."""
+        items = _last_wins(items)
+        for document, chunks in items:
+            for chunk in chunks:
+                if chunk.embedding is None:
+                    raise ConfigurationError(f"chunk {chunk.index} of {document.source_id!r} has no embedding")
+        result = SyncResult(documents=len(items))
+        if not items:
+            return result
         with translate_db_errors(self.using), transaction.atomic(using=self.using):
             coll = _collection(collection, self.using)
-            with connections[self.using].cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, %s))",
-                               [document.source_id, coll.pk])
-            doc = self._save_document(coll, document)
-            existing = list(
-                Chunk.objects.using(self.using).filter(document=doc, space=space).values_list("id", "content_hash")
-            )
-            kept, added, removed = diff_chunks(existing, chunks)
-            if removed:
-                Chunk.objects.using(self.using).filter(id__in=removed).delete()
-            # Denormalised scope columns follow the document even on chunks whose text did not change.
-            Chunk.objects.using(self.using).filter(document=doc).exclude(
-                tenant=doc.tenant, tags=doc.tags).update(tenant=doc.tenant, tags=doc.tags)
             raw = _raw_connection(self.using)
             with psycopg.Cursor(raw) as cur:
                 register_vector_info(cur, _vector_type(raw))
+                # Sorted, so two batches sharing documents always lock in the same order (no deadlock).
+                cur.execute(_LOCK, {"collection": coll.pk, "ids": sorted(doc.source_id for doc, _ in items)})
+                cur.execute(_UPSERT_DOCUMENTS, {"collection": coll.pk, **self._document_columns(items)})
+                doc_ids = dict(cur.fetchall())
+                cur.execute("SELECT id, document_id, content_hash FROM django_rag_chunk "
+                            "WHERE document_id = ANY(%s) AND space = %s", [list(doc_ids.values()), space])
+                existing: dict[int, list[tuple[int, str]]] = {}
+                for chunk_id, doc_id, content_hash in cur.fetchall():
+                    existing.setdefault(doc_id, []).append((chunk_id, content_hash))
+                kept_ids: list[int] = []
+                kept: list[ChunkData] = []
+                added_docs: list[int] = []
+                added: list[ChunkData] = []
+                removed: list[int] = []
+                for document, chunks in items:
+                    doc_id = doc_ids[document.source_id]
+                    doc_kept, doc_added, doc_removed = diff_chunks(existing.get(doc_id, []), chunks)
+                    kept_ids += [key for key, _ in doc_kept]
+                    kept += [chunk for _, chunk in doc_kept]
+                    added_docs += [doc_id] * len(doc_added)
+                    added += doc_added
+                    removed += doc_removed
+                if removed:
+                    cur.execute("DELETE FROM django_rag_chunk WHERE id = ANY(%s)", [removed])
+                # Denormalised scope columns follow the document, also on chunks whose text did not change.
+                cur.execute(_SYNC_SCOPE, [list(doc_ids.values())])
                 if kept:
-                    cur.execute(_UPDATE_KEPT, {
-                        "id": [key for key, _ in kept],
-                        **_columns([chunk for _, chunk in kept], with_text=False),
-                    })
+                    cur.execute(_UPDATE_KEPT, {"id": kept_ids, **_columns(kept, with_text=False)})
                 if added:
-                    cur.execute(_INSERT_CHUNKS, {
-                        "document": doc.pk, "collection": coll.pk, "tenant": doc.tenant, "tags": doc.tags,
-                        "space": space, "config": coll.text_config, **_columns(added, with_text=True),
-                    })
-        return SyncResult(added=len(added), removed=len(removed), unchanged=len(kept), documents=1)
+                    cur.execute(_INSERT_CHUNKS, {"doc": added_docs, "collection": coll.pk, "space": space,
+                                                 "config": coll.text_config, **_columns(added, with_text=True)})
+        result.added, result.removed, result.unchanged = len(added), len(removed), len(kept)
+        return result
 
-    def _save_document(self, coll: Collection, info: DocumentInfo) -> Document:
-        owner_type, owner_id = None, None
-        if info.owner is not None:
-            owner_type = ContentType.objects.db_manager(self.using).get_for_model(info.owner)
-            owner_id = str(info.owner.pk)
-        doc, _ = Document.objects.using(self.using).update_or_create(
-            collection=coll, source_id=info.source_id,
-            defaults={
-                "title": info.title[:1024], "source": info.source, "content_type": info.content_type,
-                "loader": info.loader, "metadata": info.metadata, "tags": list(info.tags),
-                "tenant": info.tenant, "content_hash": info.content_hash, "page_count": info.page_count,
-                "owner_type": owner_type, "owner_id": owner_id,
-                "status": Document.Status.INDEXED, "status_reason": "", "error": "",
-            },
-        )
-        return doc
+    def _document_columns(self, items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]]) -> dict[str, list[Any]]:
+        docs = [doc for doc, _ in items]
+        owner_types: list[int | None] = []
+        for doc in docs:
+            owner = doc.owner
+            owner_types.append(
+                ContentType.objects.db_manager(self.using).get_for_model(owner).pk if owner is not None else None)
+        return {
+            "source_id": [d.source_id for d in docs],
+            "title": [d.title[:1024] for d in docs],
+            "source": [d.source for d in docs],
+            "content_type": [d.content_type[:255] for d in docs],
+            "loader": [d.loader[:100] for d in docs],
+            "metadata": [Jsonb(d.metadata) for d in docs],
+            # text[][] must be rectangular, so each document's tags travel as one JSON array.
+            "tags": [Jsonb(list(d.tags)) for d in docs],
+            "tenant": [d.tenant for d in docs],
+            "owner_type": owner_types,
+            "owner_id": [str(d.owner.pk) if d.owner is not None else None for d in docs],
+            "content_hash": [d.content_hash for d in docs],
+            "page_count": [d.page_count for d in docs],
+        }
 
     def vectors_for(self, space: str, hashes: Sequence[str]) -> dict[str, list[float]]:
         if not hashes:
@@ -192,6 +250,12 @@ def _collection(name: str, using: str) -> Collection:
     from ..api import collection
 
     return collection(name, using=using)
+
+
+def _last_wins(items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]]
+               ) -> list[tuple[DocumentInfo, Sequence[ChunkData]]]:
+    """One entry per source_id: a batch naming a document twice syncs it to its last version."""
+    return list({doc.source_id: (doc, chunks) for doc, chunks in items}.values())
 
 
 def _check_space(coll: Collection, space: str, using: str) -> None:
