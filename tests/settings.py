@@ -12,7 +12,12 @@ ALLOWED_HOSTS = ["*"]
 # database name per run, so concurrent runs (and the Celery workers they start) do not collide.
 os.environ.setdefault("DJANGO_RAG_PGDATA", "/var/tmp/django-rag/test-pgdata")
 os.environ.setdefault("DJANGO_RAG_TEST_DB", f"test_django_rag_{os.getpid()}")
-DATABASES = {"default": {**database_config(), "TEST": {"NAME": os.environ["DJANGO_RAG_TEST_DB"]}}}
+DATABASES = {
+    "default": {**database_config(), "TEST": {"NAME": os.environ["DJANGO_RAG_TEST_DB"]}},
+    # Nothing listens on port 1: tests of the "database unreachable" errors use this alias.
+    "unreachable": {"ENGINE": "django.db.backends.postgresql", "NAME": "rag", "HOST": "127.0.0.1", "PORT": "1",
+                    "USER": "rag", "OPTIONS": {"connect_timeout": 2}},
+}
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",

@@ -1,0 +1,23 @@
+# The two commands of the README. Both create .venv and install the project on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: demo test lint bench
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+demo: $(VENV)/.installed
+	$(PY) manage.py migrate --noinput --verbosity 0
+	$(PY) manage.py demo
+
+test: $(VENV)/.installed
+	$(VENV)/bin/ruff check django_rag tests example_project bench
+	$(PY) -m pytest
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check django_rag tests example_project bench

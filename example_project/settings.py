@@ -1,0 +1,57 @@
+"""A small site using django-rag: embedded PostgreSQL (or DATABASE_URL) and a local embedder."""
+
+from pathlib import Path
+
+from django_rag.database import database_config
+
+BASE_DIR = Path(__file__).resolve().parent
+SECRET_KEY = "example-project-not-for-production"
+DEBUG = True
+ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
+USE_TZ = True
+
+DATABASES = {"default": database_config()}
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "django_rag",
+    "example_project.kb",
+]
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+ROOT_URLCONF = "example_project.urls"
+TEMPLATES = [{
+    "BACKEND": "django.template.backends.django.DjangoTemplates",
+    "APP_DIRS": True,
+    "OPTIONS": {"context_processors": [
+        "django.template.context_processors.request",
+        "django.contrib.auth.context_processors.auth",
+        "django.contrib.messages.context_processors.messages",
+    ]},
+}]
+STATIC_URL = "static/"
+MEDIA_ROOT = BASE_DIR / "media"
+MEDIA_URL = "media/"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+RAG = {
+    "EMBEDDERS": {
+        # all-MiniLM-L6-v2 (int8 ONNX) from an installed wheel: offline, no torch.
+        "default": {"BACKEND": "django_rag.embedders.local.LocalEmbedder"},
+    },
+    "COLLECTIONS": {
+        "docs": {"TEXT_CONFIG": "english", "CHUNK_SIZE": 128, "CHUNK_OVERLAP": 16},
+    },
+}

@@ -1,0 +1,89 @@
+"""System checks and the errors a misconfigured site sees: each names the fix."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.test import override_settings
+
+import django_rag as rag
+from django_rag.checks import check_database, check_settings
+from django_rag.ddl import IndexSpec
+
+HASHING = "django_rag.embedders.hashing.HashingEmbedder"
+
+
+def ids(messages: list) -> list[str]:
+    return [message.id for message in messages]
+
+
+def test_the_test_settings_pass_the_settings_checks() -> None:
+    assert check_settings() == []
+    call_command("check", "django_rag")
+
+
+def test_an_unknown_database_alias_is_reported() -> None:
+    with override_settings(RAG={"DATABASE": "nope"}):
+        assert "django_rag.E002" in ids(check_settings())
+
+
+def test_an_embedder_that_cannot_be_built_is_reported_with_its_name() -> None:
+    with override_settings(RAG={"EMBEDDERS": {"default": {"BACKEND": "no.such.Backend"}}}):
+        messages = check_settings()
+    assert ids(messages) == ["django_rag.E004"]
+    assert "'default'" in messages[0].msg and "no.such.Backend" in messages[0].msg
+
+
+def test_a_collection_naming_an_undefined_embedder_is_reported() -> None:
+    with override_settings(RAG={"EMBEDDERS": {"default": {"BACKEND": HASHING}},
+                                "COLLECTIONS": {"docs": {"EMBEDDER": "big"}}}):
+        messages = check_settings()
+    assert "django_rag.E005" in ids(messages)
+
+
+def test_the_unused_builtin_openai_default_is_not_checked() -> None:
+    # A site that only declares a local embedder must not be told to set OPENAI_API_KEY.
+    with override_settings(RAG={"EMBEDDERS": {"local": {"BACKEND": HASHING}},
+                                "COLLECTIONS": {"docs": {"EMBEDDER": "local"}}}):
+        assert check_settings() == []
+
+
+@pytest.mark.django_db
+def test_a_space_without_an_ann_index_gets_a_warning_that_names_rag_migration() -> None:
+    messages = check_database(databases=["default"])
+    assert ids(messages) == ["django_rag.W001"]
+    assert "rag_migration" in messages[0].hint
+    with connection.cursor() as cursor:
+        cursor.execute(IndexSpec("hashing:64", 64).create_sql())
+    assert check_database(databases=["default"]) == []
+
+
+@pytest.mark.django_db
+def test_stored_vectors_of_another_dimension_are_an_error_naming_rag_reindex() -> None:
+    rag.collection("docs").index([rag.RagDocument("a", "some text")])
+    bigger = {"default": {"BACKEND": HASHING, "MODEL": "bigger", "DIMENSIONS": 128}}
+    with override_settings(RAG={"EMBEDDERS": bigger, "COLLECTIONS": {"docs": {}}}):
+        messages = [m for m in check_database(databases=["default"]) if m.id == "django_rag.E013"]
+    assert len(messages) == 1
+    assert "128 dims" in messages[0].msg and "hashing:64 (64 dims)" in messages[0].msg
+    assert "rag_reindex docs" in messages[0].hint
+
+
+@pytest.mark.django_db
+def test_a_missing_pgvector_extension_is_reported_and_searches_name_the_fix() -> None:
+    kb = rag.collection("docs")
+    with connection.cursor() as cursor:
+        cursor.execute("DROP EXTENSION vector CASCADE")  # rolled back with the test's transaction
+    assert ids(check_database(databases=["default"])) == ["django_rag.E012"]
+    with pytest.raises(rag.ConfigurationError, match="pgvector extension"):
+        kb.search("anything")
+
+
+def test_an_unreachable_database_is_one_clear_error(django_db_blocker: pytest.FixtureRequest) -> None:
+    with django_db_blocker.unblock(), override_settings(RAG={"DATABASE": "unreachable"}):
+        messages = check_database(databases=["unreachable"])
+        assert ids(messages) == ["django_rag.E010"]
+        assert "DATABASE_URL" in messages[0].hint
+        with pytest.raises(rag.ConfigurationError, match=r"cannot reach the database 'unreachable'.*DATABASE_URL"):
+            rag.collection("docs")
