@@ -14,7 +14,14 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from .exceptions import ConfigurationError, EmbedderError, LoaderError, OutboundPolicyError, QueryError, RagError
+from .exceptions import (
+    ConfigurationError,
+    EmbedderError,
+    LoaderError,
+    OutboundPolicyError,
+    QueryError,
+    RagError,
+)
 from .types import Answer, ChunkData, Hit, IngestResult, RagDocument, SyncResult
 
 __all__ = [
@@ -28,6 +35,7 @@ __all__ = [
     "Hit",
     "IngestResult",
     "LoaderError",
+    "OutboundPolicy",
     "OutboundPolicyError",
     "QueryError",
     "RagDocument",
@@ -35,6 +43,12 @@ __all__ = [
     "SyncResult",
     "collection",
     "get_embedder",
+    "guarded_fetch",
+    "load_bytes",
+    "load_html",
+    "load_pdf",
+    "load_text",
+    "load_web",
 ]
 
 _LAZY = {
@@ -43,6 +57,13 @@ _LAZY = {
     "Document": "django_rag.models",
     "Chunk": "django_rag.models",
     "get_embedder": "django_rag.embedders",
+    "load_bytes": "django_rag.loaders",
+    "load_html": "django_rag.loaders",
+    "load_pdf": "django_rag.loaders",
+    "load_text": "django_rag.loaders",
+    "load_web": "django_rag.loaders",
+    "OutboundPolicy": "django_rag.outbound",
+    "guarded_fetch": "django_rag.outbound",
 }
 
 

@@ -12,8 +12,14 @@ from .models import Collection
 __all__ = ["collection"]
 
 
-def collection(name: str, *, create: bool = False, embedder: str | None = None, text_config: str | None = None,
-               using: str | None = None) -> Collection:
+def collection(
+    name: str,
+    *,
+    create: bool = False,
+    embedder: str | None = None,
+    text_config: str | None = None,
+    using: str | None = None,
+) -> Collection:
     """The collection ``name``: created on first use when declared in ``RAG["COLLECTIONS"]``.
 
     Settings are the source of truth for declared collections: a changed EMBEDDER, TEXT_CONFIG
@@ -24,15 +30,20 @@ def collection(name: str, *, create: bool = False, embedder: str | None = None, 
     declared = rag_settings.collection_options(name)
     wanted: dict[str, object] = {}
     if declared is not None:
-        wanted = {"embedder": declared["EMBEDDER"], "text_config": declared["TEXT_CONFIG"],
-                  "chunk_size": declared["CHUNK_SIZE"], "chunk_overlap": declared["CHUNK_OVERLAP"]}
+        wanted = {
+            "embedder": declared["EMBEDDER"],
+            "text_config": declared["TEXT_CONFIG"],
+            "chunk_size": declared["CHUNK_SIZE"],
+            "chunk_overlap": declared["CHUNK_OVERLAP"],
+        }
     if embedder is not None:
         wanted["embedder"] = embedder
     if text_config is not None:
         wanted["text_config"] = text_config
     if wanted.get("embedder") is not None and wanted["embedder"] not in rag_settings.EMBEDDERS:
         raise ConfigurationError(
-            f"collection {name!r} uses embedder {wanted['embedder']!r}, which RAG['EMBEDDERS'] does not define "
+            f"collection {name!r} uses embedder {wanted['embedder']!r}, "
+            "which RAG['EMBEDDERS'] does not define "
             f"(it defines {sorted(rag_settings.EMBEDDERS)})"
         )
     with translate_db_errors(using):

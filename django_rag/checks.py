@@ -24,17 +24,32 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
     errors: list[CheckMessage] = []
     if not apps.is_installed("django.contrib.contenttypes"):
-        errors.append(Error("django-rag needs django.contrib.contenttypes",
-                            hint="Add 'django.contrib.contenttypes' to INSTALLED_APPS.", id="django_rag.E001"))
+        errors.append(
+            Error(
+                "django-rag needs django.contrib.contenttypes",
+                hint="Add 'django.contrib.contenttypes' to INSTALLED_APPS.",
+                id="django_rag.E001",
+            )
+        )
     alias = rag_settings.DATABASE
     engine = settings.DATABASES.get(alias, {}).get("ENGINE", "")
     if alias not in settings.DATABASES:
-        errors.append(Error(f"RAG['DATABASE'] is {alias!r}, which is not in DATABASES",
-                            hint="Set RAG['DATABASE'] to a configured alias.", id="django_rag.E002"))
+        errors.append(
+            Error(
+                f"RAG['DATABASE'] is {alias!r}, which is not in DATABASES",
+                hint="Set RAG['DATABASE'] to a configured alias.",
+                id="django_rag.E002",
+            )
+        )
     elif "postgresql" not in engine and "postgis" not in engine:
-        errors.append(Error(f"database {alias!r} uses {engine or 'no engine'}; django-rag needs PostgreSQL + pgvector",
-                            hint="Use django.db.backends.postgresql (e.g. DATABASES = {'default': "
-                                 "django_rag.database.database_config()}).", id="django_rag.E003"))
+        errors.append(
+            Error(
+                f"database {alias!r} uses {engine or 'no engine'}; django-rag needs PostgreSQL + pgvector",
+                hint="Use django.db.backends.postgresql (e.g. DATABASES = {'default': "
+                "django_rag.database.database_config()}).",
+                id="django_rag.E003",
+            )
+        )
     # Only embedders the site declares or uses: the built-in OpenAI "default" may be unused and keyless.
     declared = set((getattr(settings, "RAG", None) or {}).get("EMBEDDERS", {}))
     used = {(options or {}).get("EMBEDDER", "default") for options in rag_settings.COLLECTIONS.values()}
@@ -42,13 +57,23 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         try:
             get_embedder(name)
         except (RagError, TypeError) as exc:
-            errors.append(Error(f"embedder {name!r} cannot be built: {exc}",
-                                hint="Fix RAG['EMBEDDERS'][%r]." % name, id="django_rag.E004"))
+            errors.append(
+                Error(
+                    f"embedder {name!r} cannot be built: {exc}",
+                    hint=f"Fix RAG['EMBEDDERS'][{name!r}].",
+                    id="django_rag.E004",
+                )
+            )
     for name, options in rag_settings.COLLECTIONS.items():
         embedder = (options or {}).get("EMBEDDER", "default")
         if embedder not in rag_settings.EMBEDDERS:
-            errors.append(Error(f"collection {name!r} uses embedder {embedder!r}, which RAG['EMBEDDERS'] does not define",
-                                hint=f"Define it or use one of {sorted(rag_settings.EMBEDDERS)}.", id="django_rag.E005"))
+            errors.append(
+                Error(
+                    f"collection {name!r} uses embedder {embedder!r}, which RAG['EMBEDDERS'] does not define",
+                    hint=f"Define it or use one of {sorted(rag_settings.EMBEDDERS)}.",
+                    id="django_rag.E005",
+                )
+            )
     return errors
 
 
@@ -64,9 +89,14 @@ def check_database(app_configs: Any = None, databases: Any = None, **kwargs: Any
             return _database_messages(cursor, alias)
     except DatabaseError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return [Error(f"cannot query database {alias!r}: {first}",
-                      hint="Check that PostgreSQL is running and DATABASE_URL points at it, or unset "
-                           "DATABASE_URL to use the embedded server.", id="django_rag.E010")]
+        return [
+            Error(
+                f"cannot query database {alias!r}: {first}",
+                hint="Check that PostgreSQL is running and DATABASE_URL points at it, or unset "
+                "DATABASE_URL to use the embedded server.",
+                id="django_rag.E010",
+            )
+        ]
 
 
 def _database_messages(cursor: Any, alias: str) -> list[CheckMessage]:
@@ -74,20 +104,31 @@ def _database_messages(cursor: Any, alias: str) -> list[CheckMessage]:
     from .ddl import IndexSpec, configured_spaces
     from .embedders import get_embedder
 
-    cursor.execute("SELECT (SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'), "
-                   "(SELECT count(*) FROM pg_extension WHERE extname = 'vector'), "
-                   "to_regclass('django_rag_chunk') IS NOT NULL")
+    cursor.execute(
+        "SELECT (SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'), "
+        "(SELECT count(*) FROM pg_extension WHERE extname = 'vector'), "
+        "to_regclass('django_rag_chunk') IS NOT NULL"
+    )
     available, installed, migrated = cursor.fetchone()
     if not available:
-        return [Error(f"the PostgreSQL server behind {alias!r} does not have pgvector",
-                      hint="Install pgvector on the server (e.g. postgresql-NN-pgvector) or unset DATABASE_URL "
-                           "to use the embedded PostgreSQL 18 + pgvector.", id="django_rag.E011")]
+        return [
+            Error(
+                f"the PostgreSQL server behind {alias!r} does not have pgvector",
+                hint="Install pgvector on the server (e.g. postgresql-NN-pgvector) or unset DATABASE_URL "
+                "to use the embedded PostgreSQL 18 + pgvector.",
+                id="django_rag.E011",
+            )
+        ]
     if not migrated:
         return []
     if not installed:
-        return [Error(f"the pgvector extension is not installed in database {alias!r}",
-                      hint="Run CREATE EXTENSION vector as a superuser, then `manage.py migrate django_rag`.",
-                      id="django_rag.E012")]
+        return [
+            Error(
+                f"the pgvector extension is not installed in database {alias!r}",
+                hint="Run CREATE EXTENSION vector as a superuser, then `manage.py migrate django_rag`.",
+                id="django_rag.E012",
+            )
+        ]
     messages: list[CheckMessage] = []
     for name, options in rag_settings.COLLECTIONS.items():
         alias_name = (options or {}).get("EMBEDDER", "default")
@@ -97,19 +138,24 @@ def _database_messages(cursor: Any, alias: str) -> list[CheckMessage]:
             continue  # reported by check_settings
         # Index-friendly probes: does the current space have rows, and if not, what does?
         cursor.execute(
-            "SELECT EXISTS (SELECT 1 FROM django_rag_chunk ch JOIN django_rag_collection c ON c.id = ch.collection_id "
-            "WHERE c.name = %s AND ch.space = %s), (SELECT ch.space || ' (' || vector_dims(ch.embedding) || ' dims)' "
+            "SELECT EXISTS (SELECT 1 FROM django_rag_chunk ch JOIN django_rag_collection c "
+            "ON c.id = ch.collection_id WHERE c.name = %s AND ch.space = %s), "
+            "(SELECT ch.space || ' (' || vector_dims(ch.embedding) || ' dims)' "
             "FROM django_rag_chunk ch JOIN django_rag_collection c ON c.id = ch.collection_id "
             "WHERE c.name = %s AND ch.space <> %s LIMIT 1)",
             [name, embedder.space, name, embedder.space],
         )
         current, other = cursor.fetchone()
         if other and not current:
-            messages.append(Error(
-                f"collection {name!r} uses embedder {alias_name!r} ({embedder.dimensions} dims, space "
-                f"{embedder.space}) but the store holds vectors of {other} for it",
-                hint=f"Run `manage.py rag_reindex {name}` to re-embed it, or set its EMBEDDER back.",
-                id="django_rag.E013"))
+            # A warning, not an error: errors would block `migrate`, which the fix itself needs.
+            messages.append(
+                Warning(
+                    f"collection {name!r} uses embedder {alias_name!r} ({embedder.dimensions} dims, space "
+                    f"{embedder.space}) but the store holds vectors of {other} for it",
+                    hint=f"Run `manage.py rag_reindex {name}` to re-embed it, or set its EMBEDDER back.",
+                    id="django_rag.W003",
+                )
+            )
     try:
         spaces = configured_spaces()
     except RagError:
@@ -121,13 +167,20 @@ def _database_messages(cursor: Any, alias: str) -> list[CheckMessage]:
     for space, dims in spaces.items():
         spec = IndexSpec(space, dims)
         if not spec.indexable:
-            messages.append(Warning(
-                f"embedding space {space!r} has {dims} dimensions; pgvector indexes at most 4000, so its "
-                "searches are exact (sequential)", hint="Use an embedder with DIMENSIONS <= 4000 for ANN search.",
-                id="django_rag.W002"))
+            messages.append(
+                Warning(
+                    f"embedding space {space!r} has {dims} dimensions; pgvector indexes at most 4000, so its "
+                    "searches are exact (sequential)",
+                    hint="Use an embedder with DIMENSIONS <= 4000 for ANN search.",
+                    id="django_rag.W002",
+                )
+            )
         elif spec.name not in existing and f"'{space}'" not in definitions:
-            messages.append(Warning(
-                f"embedding space {space!r} has no ANN index; vector search scans every chunk",
-                hint="Run `manage.py rag_migration --app <your_app>` then `manage.py migrate`.",
-                id="django_rag.W001"))
+            messages.append(
+                Warning(
+                    f"embedding space {space!r} has no ANN index; vector search scans every chunk",
+                    hint="Run `manage.py rag_migration --app <your_app>` then `manage.py migrate`.",
+                    id="django_rag.W001",
+                )
+            )
     return messages

@@ -16,8 +16,8 @@ __all__ = ["DEFAULTS", "rag_settings"]
 DEFAULT_COLLECTION_OPTIONS: dict[str, Any] = {
     "EMBEDDER": "default",
     "TEXT_CONFIG": "english",
-    "CHUNK_SIZE": 256,      # tokens
-    "CHUNK_OVERLAP": 32,    # tokens
+    "CHUNK_SIZE": 256,  # tokens
+    "CHUNK_OVERLAP": 32,  # tokens
 }
 
 DEFAULTS: dict[str, Any] = {

@@ -84,8 +84,9 @@ def embedded_database_url(data_dir: str | os.PathLike[str] | None = None) -> str
         ) from exc
 
 
-def database_config(url: str | None = None, *, data_dir: str | None = None,
-                    conn_max_age: int = 0) -> dict[str, Any]:
+def database_config(
+    url: str | None = None, *, data_dir: str | None = None, conn_max_age: int = 0
+) -> dict[str, Any]:
     """A ``DATABASES`` entry: ``url``, else ``$DATABASE_URL``, else the embedded server."""
     url = url or os.environ.get("DATABASE_URL") or embedded_database_url(data_dir)
     config = parse_database_url(url)

@@ -30,9 +30,10 @@ def translate_db_errors(using: str = "default") -> Iterator[None]:
         raise
     except (ProgrammingError, DatabaseError) as exc:
         text = str(exc)
-        if 'type "vector" does not exist' in text or "extension \"vector\" is not available" in text:
+        if 'type "vector" does not exist' in text or 'extension "vector" is not available' in text:
             raise ConfigurationError(
-                f"the pgvector extension is missing in database {using!r}; run `manage.py migrate django_rag` "
+                f"the pgvector extension is missing in database {using!r}; "
+                "run `manage.py migrate django_rag` "
                 "(it runs CREATE EXTENSION vector) on a server with pgvector installed"
             ) from exc
         if 'relation "django_rag_' in text and "does not exist" in text:

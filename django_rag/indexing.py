@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
@@ -23,13 +23,20 @@ from .types import ChunkData, RagDocument, SyncResult
 if TYPE_CHECKING:
     from .models import Collection
 
-__all__ = ["DEFAULT_BATCH_SIZE", "index_documents"]
+__all__ = ["DEFAULT_BATCH_SIZE", "index_documents", "reembed"]
 
 DEFAULT_BATCH_SIZE = 64  # documents per embedding round
 
 
-def index_documents(collection: Collection, docs: Iterable[RagDocument], *, tags: Sequence[str] = (),
-                    tenant: str = "", owner: Any = None, batch_size: int = DEFAULT_BATCH_SIZE) -> SyncResult:
+def index_documents(
+    collection: Collection,
+    docs: Iterable[RagDocument],
+    *,
+    tags: Sequence[str] = (),
+    tenant: str = "",
+    owner: Any = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+) -> SyncResult:
     """Sync ``docs`` into ``collection``: each document's stored chunks become exactly its new chunks.
 
     Re-indexing a ``source_id`` never duplicates: unchanged chunks are kept (and not embedded
@@ -55,8 +62,10 @@ def index_documents(collection: Collection, docs: Iterable[RagDocument], *, tags
                 result.skipped += 1
         result.embedded += _embed_missing(embedder, store, [c for _, chunks in prepared for c in chunks])
         result += store.upsert_many(
-            collection.name, [(_document_info(doc, tags, tenant, owner), chunks) for doc, chunks in prepared],
-            space=embedder.space)
+            collection.name,
+            [(_document_info(doc, tags, tenant, owner), chunks) for doc, chunks in prepared],
+            space=embedder.space,
+        )
     return result
 
 
@@ -112,3 +121,82 @@ def _document_info(doc: RagDocument, tags: Sequence[str], tenant: str, owner: An
 
 def _json_safe(value: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
+
+
+def reembed(
+    collection: Collection,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    progress: Callable[[int], None] | None = None,
+) -> SyncResult:
+    """Move every document of ``collection`` into its embedder's current space.
+
+    Used after changing a collection's EMBEDDER: chunk texts are reused as stored (no loader
+    runs again), embedded in the new space (texts the space already holds are not embedded
+    again), and each document's chunks of other spaces are deleted in the same transaction
+    as its new ones are written. ``progress`` is called with the number of documents done.
+    """
+    from django.db import transaction
+    from django.db.models import Exists, OuterRef
+
+    from .conf import rag_settings
+    from .models import Chunk, Document
+
+    using = rag_settings.DATABASE
+    embedder = collection.get_embedder()
+    space = embedder.space
+    store = get_store()
+    stale = Chunk.objects.using(using).filter(document=OuterRef("pk")).exclude(space=space)
+    pending = Document.objects.using(using).filter(collection=collection).filter(Exists(stale)).order_by("pk")
+    result = SyncResult()
+    for batch in _batches(pending.iterator(chunk_size=batch_size), batch_size):
+        rows = Chunk.objects.using(using).filter(document__in=batch).defer("embedding", "search_vector")
+        by_doc: dict[int, dict[str, list[Chunk]]] = {}
+        for row in rows.order_by("document_id", "space", "index"):
+            by_doc.setdefault(row.document_id, {}).setdefault(row.space, []).append(row)
+        items = []
+        for doc in batch:
+            spaces = by_doc.get(doc.pk, {})
+            if space in spaces:
+                continue  # already current: only its stale spaces go
+            # Several old spaces: take the one written last.
+            source = max(spaces.values(), key=lambda chunks: max(c.pk for c in chunks))
+            chunks = [
+                ChunkData(
+                    index=c.index,
+                    content=c.content,
+                    content_hash=c.content_hash,
+                    token_count=c.token_count,
+                    page=c.page,
+                    char_start=c.char_start,
+                    char_end=c.char_end,
+                    metadata=c.metadata,
+                )
+                for c in source
+            ]
+            items.append((_stored_document_info(doc), chunks))
+        result.embedded += _embed_missing(embedder, store, [c for _, chunks in items for c in chunks])
+        with transaction.atomic(using=using):
+            if items:
+                result += store.upsert_many(collection.name, items, space=space)
+            Chunk.objects.using(using).filter(document__in=batch).exclude(space=space).delete()
+        if progress:
+            progress(len(batch))
+    return result
+
+
+def _stored_document_info(doc: Any) -> DocumentInfo:
+    return DocumentInfo(
+        source_id=doc.source_id,
+        title=doc.title,
+        source=doc.source,
+        content_type=doc.content_type,
+        loader=doc.loader,
+        metadata=doc.metadata,
+        tags=list(doc.tags),
+        tenant=doc.tenant,
+        content_hash=doc.content_hash,
+        page_count=doc.page_count,
+        owner_type_id=doc.owner_type_id,
+        owner_id=doc.owner_id,
+    )

@@ -27,10 +27,15 @@ class Collection(models.Model):
     """A knowledge base: a namespace of documents sharing an embedder and a text search config."""
 
     name = models.SlugField(_("name"), max_length=100, unique=True)
-    embedder = models.CharField(_("embedder"), max_length=100, default="default",
-                                help_text=_("Alias in RAG['EMBEDDERS']."))
-    text_config = models.CharField(_("text search config"), max_length=63, default="english",
-                                   help_text=_("PostgreSQL regconfig, e.g. english, portuguese, simple."))
+    embedder = models.CharField(
+        _("embedder"), max_length=100, default="default", help_text=_("Alias in RAG['EMBEDDERS'].")
+    )
+    text_config = models.CharField(
+        _("text search config"),
+        max_length=63,
+        default="english",
+        help_text=_("PostgreSQL regconfig, e.g. english, portuguese, simple."),
+    )
     chunk_size = models.PositiveIntegerField(_("chunk size (tokens)"), default=256)
     chunk_overlap = models.PositiveIntegerField(_("chunk overlap (tokens)"), default=32)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -110,12 +115,15 @@ class Document(models.Model):
         verbose_name = _("document")
         verbose_name_plural = _("documents")
         constraints = [
-            models.UniqueConstraint(fields=["collection", "source_id"], name="django_rag_document_unique_source"),
+            models.UniqueConstraint(
+                fields=["collection", "source_id"], name="django_rag_document_unique_source"
+            ),
         ]
         indexes = [
             # Prefix removal (source_id LIKE 'docs/%') needs a pattern-ops index under any collation.
-            models.Index(fields=["source_id"], name="django_rag_doc_source_like",
-                         opclasses=["varchar_pattern_ops"]),
+            models.Index(
+                fields=["source_id"], name="django_rag_doc_source_like", opclasses=["varchar_pattern_ops"]
+            ),
             models.Index(fields=["owner_type", "owner_id"], name="django_rag_doc_owner"),
             GinIndex(fields=["tags"], name="django_rag_doc_tags"),
         ]

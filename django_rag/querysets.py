@@ -20,8 +20,8 @@ __all__ = ["MAX_K", "MAX_QUERY_CHARS", "ChunkQuerySet", "vector_cast_field"]
 
 MAX_K = 1000
 MAX_QUERY_CHARS = 20_000
-VECTOR_MAX_DIMS = 2000    # pgvector's HNSW/IVFFlat limit for vector
-HALFVEC_MAX_DIMS = 4000   # ... and for halfvec
+VECTOR_MAX_DIMS = 2000  # pgvector's HNSW/IVFFlat limit for vector
+HALFVEC_MAX_DIMS = 4000  # ... and for halfvec
 
 
 def vector_cast_field(dimensions: int) -> models.Field:
@@ -70,8 +70,15 @@ class ChunkQuerySet(models.QuerySet):
         clone._rag_collection = collection
         return clone
 
-    def nearest(self, query: str | Sequence[float], k: int = 10, *, collection: Collection | str | None = None,
-                embedder: Embedder | str | None = None, space: str | None = None) -> ChunkQuerySet:
+    def nearest(
+        self,
+        query: str | Sequence[float],
+        k: int = 10,
+        *,
+        collection: Collection | str | None = None,
+        embedder: Embedder | str | None = None,
+        space: str | None = None,
+    ) -> ChunkQuerySet:
         """The ``k`` chunks closest to ``query``: text (embedded with the collection's embedder) or a vector.
 
         A vector needs its ``space`` (``"model:dims"``) unless a collection or embedder says it.
@@ -90,10 +97,13 @@ class ChunkQuerySet(models.QuerySet):
             dims = space.rpartition(":")[2]
             if dims.isdigit() and int(dims) != len(vector):
                 raise QueryError(
-                    f"the query vector has {len(vector)} dimensions but space '{space}' holds {dims}-dim vectors"
+                    f"the query vector has {len(vector)} dimensions "
+                    f"but space '{space}' holds {dims}-dim vectors"
                 )
         typed = vector_cast_field(len(vector))
-        distance = CosineDistance(Cast("embedding", typed), Cast(models.Value(Vector(vector).to_text()), typed))
+        distance = CosineDistance(
+            Cast("embedding", typed), Cast(models.Value(Vector(vector).to_text()), typed)
+        )
         qs = (
             self.filter(space=space)
             .defer("embedding")
@@ -105,8 +115,10 @@ class ChunkQuerySet(models.QuerySet):
         return qs
 
     def _filter_or_exclude(self, negate: bool, args: Any, kwargs: Any) -> ChunkQuerySet:
-        if (args or kwargs) and self._rag_limit is not None and self._rag_limit == (
-            self.query.low_mark, self.query.high_mark
+        if (
+            (args or kwargs)
+            and self._rag_limit is not None
+            and self._rag_limit == (self.query.low_mark, self.query.high_mark)
         ):
             # The top-k cut is ours, not the caller's: filter inside it, then cut again.
             clone = self._chain()
@@ -116,7 +128,9 @@ class ChunkQuerySet(models.QuerySet):
             return clone
         return super()._filter_or_exclude(negate, args, kwargs)
 
-    def _resolve_embedder(self, collection: Collection | str | None, embedder: Embedder | str | None) -> Embedder:
+    def _resolve_embedder(
+        self, collection: Collection | str | None, embedder: Embedder | str | None
+    ) -> Embedder:
         from .embedders import get_embedder
 
         if embedder is not None:
@@ -128,7 +142,9 @@ class ChunkQuerySet(models.QuerySet):
             return collection.get_embedder()
         from .conf import rag_settings
 
-        aliases = {opts.get("EMBEDDER", "default") for opts in rag_settings.COLLECTIONS.values()} or {"default"}
+        aliases = {opts.get("EMBEDDER", "default") for opts in rag_settings.COLLECTIONS.values()} or {
+            "default"
+        }
         if len(aliases) == 1:
             return get_embedder(aliases.pop())
         raise ConfigurationError(

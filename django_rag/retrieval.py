@@ -19,9 +19,18 @@ __all__ = ["MODES", "search"]
 MODES = ("vector",)
 
 
-def search(collection: Collection, query: str | Sequence[float], *, k: int = 8, mode: str = "vector",
-           filters: dict[str, Any] | None = None, tags: Sequence[str] | None = None, tenant: str | None = None,
-           source_prefix: str | None = None, min_score: float | None = None) -> list[Hit]:
+def search(
+    collection: Collection,
+    query: str | Sequence[float],
+    *,
+    k: int = 8,
+    mode: str = "vector",
+    filters: dict[str, Any] | None = None,
+    tags: Sequence[str] | None = None,
+    tenant: str | None = None,
+    source_prefix: str | None = None,
+    min_score: float | None = None,
+) -> list[Hit]:
     """The ``k`` best chunks of ``collection`` for ``query``, best first.
 
     ``tenant`` is an exact scope (search never crosses it), ``tags`` match on overlap,
@@ -47,6 +56,7 @@ def search(collection: Collection, query: str | Sequence[float], *, k: int = 8, 
                 f"the query vector has {len(vector)} dimensions; collection {collection.name!r} uses "
                 f"{embedder.dimensions}-dim vectors ({embedder.space})"
             )
-    scope = QueryScope(tenant=tenant, tags=tags, filters=filters, source_prefix=source_prefix,
-                       min_score=min_score)
+    scope = QueryScope(
+        tenant=tenant, tags=tags, filters=filters, source_prefix=source_prefix, min_score=min_score
+    )
     return get_store().query(collection.name, vector, k, space=embedder.space, scope=scope)

@@ -15,8 +15,14 @@ os.environ.setdefault("DJANGO_RAG_TEST_DB", f"test_django_rag_{os.getpid()}")
 DATABASES = {
     "default": {**database_config(), "TEST": {"NAME": os.environ["DJANGO_RAG_TEST_DB"]}},
     # Nothing listens on port 1: tests of the "database unreachable" errors use this alias.
-    "unreachable": {"ENGINE": "django.db.backends.postgresql", "NAME": "rag", "HOST": "127.0.0.1", "PORT": "1",
-                    "USER": "rag", "OPTIONS": {"connect_timeout": 2}},
+    "unreachable": {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "rag",
+        "HOST": "127.0.0.1",
+        "PORT": "1",
+        "USER": "rag",
+        "OPTIONS": {"connect_timeout": 2},
+    },
 }
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -33,15 +39,19 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
 ]
-TEMPLATES = [{
-    "BACKEND": "django.template.backends.django.DjangoTemplates",
-    "APP_DIRS": True,
-    "OPTIONS": {"context_processors": [
-        "django.template.context_processors.request",
-        "django.contrib.auth.context_processors.auth",
-        "django.contrib.messages.context_processors.messages",
-    ]},
-}]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 RAG = {
     "EMBEDDERS": {

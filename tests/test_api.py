@@ -12,8 +12,12 @@ pytestmark = pytest.mark.django_db
 
 FAQ = [
     rag.RagDocument("faq/backup", "Back up the database every night with pg_dump.", {"section": "ops"}),
-    rag.RagDocument("faq/restore", "Restore a dump with pg_restore into an empty database.", {"section": "ops"}),
-    rag.RagDocument("faq/billing", "Invoices are sent on the first day of each month.", {"section": "billing"}),
+    rag.RagDocument(
+        "faq/restore", "Restore a dump with pg_restore into an empty database.", {"section": "ops"}
+    ),
+    rag.RagDocument(
+        "faq/billing", "Invoices are sent on the first day of each month.", {"section": "billing"}
+    ),
 ]
 
 
@@ -41,9 +45,14 @@ def test_a_collection_with_an_undefined_embedder_is_refused() -> None:
 
 def test_settings_changes_are_written_to_the_collection_row() -> None:
     rag.collection("docs")
-    with override_settings(RAG={"COLLECTIONS": {"docs": {"TEXT_CONFIG": "simple"}},
-                                "EMBEDDERS": {"default": {"BACKEND": "django_rag.embedders.hashing.HashingEmbedder",
-                                                          "DIMENSIONS": 64}}}):
+    with override_settings(
+        RAG={
+            "COLLECTIONS": {"docs": {"TEXT_CONFIG": "simple"}},
+            "EMBEDDERS": {
+                "default": {"BACKEND": "django_rag.embedders.hashing.HashingEmbedder", "DIMENSIONS": 64}
+            },
+        }
+    ):
         assert rag.collection("docs").text_config == "simple"
 
 
@@ -141,16 +150,19 @@ def test_nearest_accepts_a_vector_with_its_space() -> None:
     assert rows[0].document.source_id == "faq/billing"
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"query": ""}, "empty"),
-    ({"query": "   "}, "empty"),
-    ({"query": "x" * 20_001}, "limit"),
-    ({"query": "ok", "k": 0}, "between 1 and"),
-    ({"query": "ok", "k": 5000}, "between 1 and"),
-    ({"query": "ok", "mode": "fuzzy"}, "unknown search mode"),
-    ({"query": "ok", "tags": "manual"}, "list of strings"),
-    ({"query": [0.1, 0.2]}, "2 dimensions"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"query": ""}, "empty"),
+        ({"query": "   "}, "empty"),
+        ({"query": "x" * 20_001}, "limit"),
+        ({"query": "ok", "k": 0}, "between 1 and"),
+        ({"query": "ok", "k": 5000}, "between 1 and"),
+        ({"query": "ok", "mode": "fuzzy"}, "unknown search mode"),
+        ({"query": "ok", "tags": "manual"}, "list of strings"),
+        ({"query": [0.1, 0.2]}, "2 dimensions"),
+    ],
+)
 def test_bad_search_input_is_a_clear_query_error(kwargs: dict, message: str) -> None:
     kb = rag.collection("docs")
     with pytest.raises(rag.QueryError, match=message):
@@ -161,11 +173,29 @@ def test_searching_a_space_the_store_does_not_hold_names_the_fix() -> None:
     kb = rag.collection("docs")
     kb.index(FAQ)
     other = {"BACKEND": "django_rag.embedders.hashing.HashingEmbedder", "MODEL": "bigger", "DIMENSIONS": 128}
-    with override_settings(RAG={"EMBEDDERS": {"default": other}, "COLLECTIONS": {"docs": {}}}):
-        with pytest.raises(rag.ConfigurationError, match=r"128.*64-dim.*rag_reindex docs"):
-            rag.collection("docs").search("database")
+    with (
+        override_settings(RAG={"EMBEDDERS": {"default": other}, "COLLECTIONS": {"docs": {}}}),
+        pytest.raises(rag.ConfigurationError, match=r"128.*64-dim.*rag_reindex docs"),
+    ):
+        rag.collection("docs").search("database")
 
 
 def test_public_api_imports_without_side_effects() -> None:
     assert set(rag.__all__) >= {"collection", "RagDocument", "Hit", "SyncResult", "RagError", "Chunk"}
     assert rag.Chunk is Chunk
+
+
+def test_reembed_moves_a_collection_to_its_new_embedder_without_losing_documents() -> None:
+    from django.core.management import call_command
+
+    kb = rag.collection("docs")
+    kb.index(FAQ, tags=["faq"], tenant="acme")
+    bigger = {"BACKEND": "django_rag.embedders.hashing.HashingEmbedder", "MODEL": "bigger", "DIMENSIONS": 128}
+    with override_settings(RAG={"EMBEDDERS": {"default": bigger}, "COLLECTIONS": {"docs": {}}}):
+        call_command("rag_reindex", "docs", verbosity=0)
+        assert set(Chunk.objects.values_list("space", flat=True)) == {"bigger:128"}
+        hits = rag.collection("docs").search("pg_restore a dump", tenant="acme", tags=["faq"])
+        assert hits[0].source_id == "faq/restore"
+        assert hits[0].document.metadata == {"section": "ops"}
+        call_command("rag_reindex", "docs", verbosity=0)  # nothing left to move
+        assert Chunk.objects.count() == 3

@@ -17,18 +17,28 @@ from django_rag.exceptions import ConfigurationError
 def test_a_network_url_becomes_a_databases_entry() -> None:
     config = parse_database_url("postgres://rag:p%40ss@db.internal:5433/site?sslmode=require")
     assert config == {
-        "ENGINE": "django.db.backends.postgresql", "NAME": "site", "USER": "rag", "PASSWORD": "p@ss",
-        "HOST": "db.internal", "PORT": "5433", "OPTIONS": {"sslmode": "require"},
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "site",
+        "USER": "rag",
+        "PASSWORD": "p@ss",
+        "HOST": "db.internal",
+        "PORT": "5433",
+        "OPTIONS": {"sslmode": "require"},
     }
 
 
 def test_a_socket_url_keeps_its_host_directory() -> None:
     config = parse_database_url("postgresql://postgres:@/postgres?host=/var/tmp/pg")
-    assert (config["HOST"], config["NAME"], config["PORT"], config["OPTIONS"]) == ("/var/tmp/pg", "postgres", "", {})
+    assert (config["HOST"], config["NAME"], config["PORT"], config["OPTIONS"]) == (
+        "/var/tmp/pg",
+        "postgres",
+        "",
+        {},
+    )
 
 
 def test_a_non_postgres_url_is_refused_with_the_reason() -> None:
-    with pytest.raises(ConfigurationError, match="PostgreSQL URL.*pgvector"):
+    with pytest.raises(ConfigurationError, match=r"PostgreSQL URL.*pgvector"):
         parse_database_url("sqlite:///db.sqlite3")
 
 
@@ -65,15 +75,23 @@ time.sleep(float(sys.argv[2]))
 
 
 def test_the_embedded_server_starts_in_a_fresh_directory_is_shared_and_stops_with_its_last_user(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     # /var/tmp, not pytest's tmp under /tmp/pytest-of-root: the server runs as its own OS user.
     pgdata = Path("/var/tmp/django-rag") / f"fresh-{tmp_path.name}"
-    first = subprocess.Popen([sys.executable, "-c", HOLD, str(pgdata), "3"], stdout=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(pgdata), "3"], stdout=subprocess.PIPE, text=True
+    )
     try:
         first_line = first.stdout.readline().split()
-        second = subprocess.run([sys.executable, "-c", HOLD, str(pgdata), "0"], capture_output=True, text=True,
-                                timeout=60, check=True).stdout.split()
-        assert first_line[0] == second[0]            # same server, same socket
+        second = subprocess.run(
+            [sys.executable, "-c", HOLD, str(pgdata), "0"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout.split()
+        assert first_line[0] == second[0]  # same server, same socket
         assert float(first_line[1]) == pytest.approx(0.0, abs=1e-6)
         assert (pgdata / "postmaster.pid").exists()  # still running for the first process
     finally:

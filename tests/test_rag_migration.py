@@ -13,7 +13,6 @@ from django.test import override_settings
 
 import django_rag as rag
 from django_rag.ddl import IndexSpec
-from django_rag.models import Chunk
 
 HASHING = "django_rag.embedders.hashing.HashingEmbedder"
 
@@ -92,9 +91,13 @@ def test_running_twice_without_settings_changes_writes_nothing_new(migrations_pa
 
 def test_a_new_space_gets_a_second_migration_that_depends_on_the_first(migrations_package: Path) -> None:
     run(app="siteapp")
-    embedders = {"default": {"BACKEND": HASHING, "DIMENSIONS": 64},
-                 "small": {"BACKEND": HASHING, "MODEL": "small", "DIMENSIONS": 32}}
-    with override_settings(RAG={"EMBEDDERS": embedders, "COLLECTIONS": {"docs": {}, "notes": {"EMBEDDER": "small"}}}):
+    embedders = {
+        "default": {"BACKEND": HASHING, "DIMENSIONS": 64},
+        "small": {"BACKEND": HASHING, "MODEL": "small", "DIMENSIONS": 32},
+    }
+    with override_settings(
+        RAG={"EMBEDDERS": embedders, "COLLECTIONS": {"docs": {}, "notes": {"EMBEDDER": "small"}}}
+    ):
         run(app="siteapp")
     assert emitted(migrations_package) == ["0001_rag_indexes.py", "0002_rag_indexes.py"]
     second = (migrations_package / "0002_rag_indexes.py").read_text()
@@ -109,8 +112,12 @@ def test_the_applied_migration_serves_nearest_queries(migrations_package: Path) 
     call_command("migrate", "siteapp", verbosity=0)
     try:
         kb = rag.collection("docs")
-        kb.index([rag.RagDocument(f"doc/{i}", f"Document {i} about topic {i % 37} and item {i * 7}.")
-                  for i in range(2000)])
+        kb.index(
+            [
+                rag.RagDocument(f"doc/{i}", f"Document {i} about topic {i % 37} and item {i * 7}.")
+                for i in range(2000)
+            ]
+        )
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE django_rag_chunk")
             cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [name])

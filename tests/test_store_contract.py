@@ -21,8 +21,15 @@ SPACE = EMBEDDER.space
 def chunks(*texts: str, metadata: dict | None = None) -> list[ChunkData]:
     vectors = EMBEDDER.embed_documents(list(texts))
     return [
-        ChunkData(index=i, content=text, content_hash=hashlib.sha1(text.encode()).hexdigest(),
-                  char_start=0, char_end=len(text), metadata=dict(metadata or {}), embedding=vector)
+        ChunkData(
+            index=i,
+            content=text,
+            content_hash=hashlib.sha1(text.encode()).hexdigest(),
+            char_start=0,
+            char_end=len(text),
+            metadata=dict(metadata or {}),
+            embedding=vector,
+        )
         for i, (text, vector) in enumerate(zip(texts, vectors, strict=True))
     ]
 
@@ -49,7 +56,9 @@ def test_both_stores_satisfy_the_protocol(store: VectorStore) -> None:
 
 
 def test_upsert_then_query_returns_the_nearest_chunk_first(store: VectorStore) -> None:
-    store.upsert("docs", doc("a"), chunks("postgres backups with pg_dump", "the cat sat on the mat"), space=SPACE)
+    store.upsert(
+        "docs", doc("a"), chunks("postgres backups with pg_dump", "the cat sat on the mat"), space=SPACE
+    )
     store.upsert("docs", doc("b"), chunks("weather in lisbon is sunny"), space=SPACE)
     hits = search(store, "pg_dump backups", k=2)
     assert hits[0].content == "postgres backups with pg_dump"
@@ -114,8 +123,12 @@ def test_delete_by_prefix_with_trailing_separator_matches_children_only(store: V
     assert ids(search(store, "text of")) == ["guide"]
 
 
-@pytest.mark.parametrize(("prefix", "survivor"), [("a_b", "axb/1"), ("50%", "50x/1"), ("back\\slash", "back/1")])
-def test_delete_by_prefix_treats_like_wildcards_literally(store: VectorStore, prefix: str, survivor: str) -> None:
+@pytest.mark.parametrize(
+    ("prefix", "survivor"), [("a_b", "axb/1"), ("50%", "50x/1"), ("back\\slash", "back/1")]
+)
+def test_delete_by_prefix_treats_like_wildcards_literally(
+    store: VectorStore, prefix: str, survivor: str
+) -> None:
     store.upsert("docs", doc(f"{prefix}/1"), chunks("literal match"), space=SPACE)
     store.upsert("docs", doc(survivor), chunks("wildcard bait"), space=SPACE)
     assert store.delete("docs", prefix=prefix) == 1
@@ -176,8 +189,9 @@ def test_query_stays_within_its_space_and_collection(store: VectorStore) -> None
 
 def test_upsert_many_syncs_a_batch_of_documents_at_once(store: VectorStore) -> None:
     store.upsert("docs", doc("a"), chunks("one", "two"), space=SPACE)
-    result = store.upsert_many("docs", [(doc("a"), chunks("one", "three")), (doc("b"), chunks("four"))],
-                               space=SPACE)
+    result = store.upsert_many(
+        "docs", [(doc("a"), chunks("one", "three")), (doc("b"), chunks("four"))], space=SPACE
+    )
     assert (result.added, result.removed, result.unchanged, result.documents) == (2, 1, 1, 2)
     assert sorted(hit.content for hit in search(store, "one")) == ["four", "one", "three"]
 

@@ -42,8 +42,14 @@ class BaseEmbedder:
     dimensions: int = 0
     batch_size: int = 64
 
-    def __init__(self, *, model: str | None = None, dimensions: int | None = None,
-                 batch_size: int | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        dimensions: int | None = None,
+        batch_size: int | None = None,
+        **options: Any,
+    ) -> None:
         if model is not None:
             self.model = model
         if dimensions is not None:
@@ -67,7 +73,9 @@ class BaseEmbedder:
     def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
         vectors: list[Vector] = []
         for start in range(0, len(texts), self.batch_size):
-            vectors.extend(self._checked(self._embed(list(texts[start:start + self.batch_size]), "document")))
+            vectors.extend(
+                self._checked(self._embed(list(texts[start : start + self.batch_size]), "document"))
+            )
         return vectors
 
     def embed_query(self, text: str) -> Vector:
@@ -113,9 +121,7 @@ def _cached_embedder(alias: str) -> Embedder:
 
     embedders = rag_settings.EMBEDDERS
     if alias not in embedders:
-        raise ConfigurationError(
-            f"no embedder named {alias!r}; RAG['EMBEDDERS'] defines {sorted(embedders)}"
-        )
+        raise ConfigurationError(f"no embedder named {alias!r}; RAG['EMBEDDERS'] defines {sorted(embedders)}")
     return load_embedder(embedders[alias])
 
 

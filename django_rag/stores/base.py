@@ -42,7 +42,9 @@ class DocumentInfo:
     tenant: str = ""
     content_hash: str = ""
     page_count: int | None = None
-    owner: Any = None
+    owner: Any = None  # a model instance; or, without loading it, owner_type_id + owner_id
+    owner_type_id: int | None = None
+    owner_id: str | None = None
 
 
 @dataclass
@@ -60,13 +62,15 @@ class QueryScope:
 class VectorStore(Protocol):
     """Upsert a document's chunks, query by vector, delete by source id or prefix."""
 
-    def upsert(self, collection: str, document: DocumentInfo, chunks: Sequence[ChunkData], *,
-               space: str) -> SyncResult:
-        """Make ``chunks`` (all embedded) the document's chunks in ``space``; keep rows whose hash is unchanged."""
+    def upsert(
+        self, collection: str, document: DocumentInfo, chunks: Sequence[ChunkData], *, space: str
+    ) -> SyncResult:
+        """Make ``chunks`` (embedded) the document's chunks in ``space``; unchanged hashes keep their rows."""
         ...
 
-    def upsert_many(self, collection: str, items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]], *,
-                    space: str) -> SyncResult:
+    def upsert_many(
+        self, collection: str, items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]], *, space: str
+    ) -> SyncResult:
         """``upsert`` for several documents at once (one transaction where the backend has them)."""
         ...
 
@@ -74,8 +78,9 @@ class VectorStore(Protocol):
         """Stored vectors for chunk texts already embedded in ``space``, by content hash."""
         ...
 
-    def query(self, collection: str, vector: Sequence[float], k: int, *, space: str,
-              scope: QueryScope | None = None) -> list[Hit]:
+    def query(
+        self, collection: str, vector: Sequence[float], k: int, *, space: str, scope: QueryScope | None = None
+    ) -> list[Hit]:
         """The ``k`` chunks nearest ``vector``, best first, scored by cosine similarity."""
         ...
 
@@ -91,8 +96,9 @@ def check_delete_args(source_id: str | None, prefix: str | None) -> None:
         prefix_matches("", prefix)  # rejects the empty prefix
 
 
-def diff_chunks(existing: Sequence[tuple[Any, str]], chunks: Sequence[ChunkData]
-                ) -> tuple[list[tuple[Any, ChunkData]], list[ChunkData], list[Any]]:
+def diff_chunks(
+    existing: Sequence[tuple[Any, str]], chunks: Sequence[ChunkData]
+) -> tuple[list[tuple[Any, ChunkData]], list[ChunkData], list[Any]]:
     """Match stored ``(key, content_hash)`` rows to new chunks by hash.
 
     Returns (kept: [(key, new chunk)], added: [chunk], removed: [key]). Duplicate texts match

@@ -27,8 +27,9 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._data: dict[str, dict[str, _Stored]] = {}
 
-    def upsert(self, collection: str, document: DocumentInfo, chunks: Sequence[ChunkData], *,
-               space: str) -> SyncResult:
+    def upsert(
+        self, collection: str, document: DocumentInfo, chunks: Sequence[ChunkData], *, space: str
+    ) -> SyncResult:
         with self._lock:
             docs = self._data.setdefault(collection, {})
             stored = docs.get(document.source_id)
@@ -39,8 +40,9 @@ class MemoryStore:
             docs[document.source_id] = _Stored(document=document, chunks=chunk_map)
             return SyncResult(added=len(added), removed=len(removed), unchanged=len(kept), documents=1)
 
-    def upsert_many(self, collection: str, items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]], *,
-                    space: str) -> SyncResult:
+    def upsert_many(
+        self, collection: str, items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]], *, space: str
+    ) -> SyncResult:
         result = SyncResult()
         for document, chunks in items:
             result += self.upsert(collection, document, chunks, space=space)
@@ -57,8 +59,9 @@ class MemoryStore:
                             found[chunk.content_hash] = chunk.embedding
         return found
 
-    def query(self, collection: str, vector: Sequence[float], k: int, *, space: str,
-              scope: QueryScope | None = None) -> list[Hit]:
+    def query(
+        self, collection: str, vector: Sequence[float], k: int, *, space: str, scope: QueryScope | None = None
+    ) -> list[Hit]:
         scope = scope or QueryScope()
         scored: list[tuple[float, ChunkData, DocumentInfo]] = []
         with self._lock:
@@ -76,13 +79,21 @@ class MemoryStore:
             self._check_space(collection, space)
         scored.sort(key=lambda item: -item[0])
         return [
-            Hit(chunk=chunk, document=None, score=score, vector_rank=rank, page=chunk.page,
-                source_id=doc.source_id)
+            Hit(
+                chunk=chunk,
+                document=None,
+                score=score,
+                vector_rank=rank,
+                page=chunk.page,
+                source_id=doc.source_id,
+            )
             for rank, (score, chunk, doc) in enumerate(scored[:k], start=1)
         ]
 
     def _check_space(self, collection: str, space: str) -> None:
-        spaces = {s for stored in self._data.get(collection, {}).values() for s, c in stored.chunks.items() if c}
+        spaces = {
+            s for stored in self._data.get(collection, {}).values() for s, c in stored.chunks.items() if c
+        }
         if spaces and space not in spaces:
             raise ConfigurationError(
                 f"collection {collection!r} is searched in space {space} but the store holds vectors of "

@@ -70,7 +70,8 @@ INSERT INTO django_rag_chunk
 SELECT c.doc, %(collection)s, d.tenant, d.tags, %(space)s, c.idx, c.content, c.hash, c.tokens,
        c.page, c.cstart, c.cend, c.meta, c.embedding, to_tsvector(%(config)s::regconfig, c.content)
 FROM unnest(%(doc)s::int8[], %(idx)s::int4[], %(content)s::text[], %(hash)s::text[], %(tokens)s::int4[],
-            %(page)s::int4[], %(cstart)s::int4[], %(cend)s::int4[], %(meta)s::jsonb[], %(embedding)s::vector[])
+            %(page)s::int4[], %(cstart)s::int4[], %(cend)s::int4[], %(meta)s::jsonb[],
+            %(embedding)s::vector[])
      AS c(doc, idx, content, hash, tokens, page, cstart, cend, meta, embedding)
 JOIN django_rag_document AS d ON d.id = c.doc
 """
@@ -111,18 +112,22 @@ class PgVectorStore:
     def using(self) -> str:
         return rag_settings.DATABASE
 
-    def upsert(self, collection: str, document: DocumentInfo, chunks: Sequence[ChunkData], *,
-               space: str) -> SyncResult:
+    def upsert(
+        self, collection: str, document: DocumentInfo, chunks: Sequence[ChunkData], *, space: str
+    ) -> SyncResult:
         return self.upsert_many(collection, [(document, chunks)], space=space)
 
-    def upsert_many(self, collection: str, items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]], *,
-                    space: str) -> SyncResult:
+    def upsert_many(
+        self, collection: str, items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]], *, space: str
+    ) -> SyncResult:
         """``upsert`` for a batch of documents: one transaction and a fixed number of statements."""
         items = _last_wins(items)
         for document, chunks in items:
             for chunk in chunks:
                 if chunk.embedding is None:
-                    raise ConfigurationError(f"chunk {chunk.index} of {document.source_id!r} has no embedding")
+                    raise ConfigurationError(
+                        f"chunk {chunk.index} of {document.source_id!r} has no embedding"
+                    )
         result = SyncResult(documents=len(items))
         if not items:
             return result
@@ -135,8 +140,11 @@ class PgVectorStore:
                 cur.execute(_LOCK, {"collection": coll.pk, "ids": sorted(doc.source_id for doc, _ in items)})
                 cur.execute(_UPSERT_DOCUMENTS, {"collection": coll.pk, **self._document_columns(items)})
                 doc_ids = dict(cur.fetchall())
-                cur.execute("SELECT id, document_id, content_hash FROM django_rag_chunk "
-                            "WHERE document_id = ANY(%s) AND space = %s", [list(doc_ids.values()), space])
+                cur.execute(
+                    "SELECT id, document_id, content_hash FROM django_rag_chunk "
+                    "WHERE document_id = ANY(%s) AND space = %s",
+                    [list(doc_ids.values()), space],
+                )
                 existing: dict[int, list[tuple[int, str]]] = {}
                 for chunk_id, doc_id, content_hash in cur.fetchall():
                     existing.setdefault(doc_id, []).append((chunk_id, content_hash))
@@ -160,18 +168,32 @@ class PgVectorStore:
                 if kept:
                     cur.execute(_UPDATE_KEPT, {"id": kept_ids, **_columns(kept, with_text=False)})
                 if added:
-                    cur.execute(_INSERT_CHUNKS, {"doc": added_docs, "collection": coll.pk, "space": space,
-                                                 "config": coll.text_config, **_columns(added, with_text=True)})
+                    cur.execute(
+                        _INSERT_CHUNKS,
+                        {
+                            "doc": added_docs,
+                            "collection": coll.pk,
+                            "space": space,
+                            "config": coll.text_config,
+                            **_columns(added, with_text=True),
+                        },
+                    )
         result.added, result.removed, result.unchanged = len(added), len(removed), len(kept)
         return result
 
-    def _document_columns(self, items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]]) -> dict[str, list[Any]]:
+    def _document_columns(
+        self, items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]]
+    ) -> dict[str, list[Any]]:
         docs = [doc for doc, _ in items]
         owner_types: list[int | None] = []
+        owner_ids: list[str | None] = []
         for doc in docs:
-            owner = doc.owner
-            owner_types.append(
-                ContentType.objects.db_manager(self.using).get_for_model(owner).pk if owner is not None else None)
+            if doc.owner is not None:
+                owner_types.append(ContentType.objects.db_manager(self.using).get_for_model(doc.owner).pk)
+                owner_ids.append(str(doc.owner.pk))
+            else:
+                owner_types.append(doc.owner_type_id)
+                owner_ids.append(doc.owner_id)
         return {
             "source_id": [d.source_id for d in docs],
             "title": [d.title[:1024] for d in docs],
@@ -183,7 +205,7 @@ class PgVectorStore:
             "tags": [Jsonb(list(d.tags)) for d in docs],
             "tenant": [d.tenant for d in docs],
             "owner_type": owner_types,
-            "owner_id": [str(d.owner.pk) if d.owner is not None else None for d in docs],
+            "owner_id": owner_ids,
             "content_hash": [d.content_hash for d in docs],
             "page_count": [d.page_count for d in docs],
         }
@@ -198,12 +220,14 @@ class PgVectorStore:
                 cur.execute(
                     "SELECT DISTINCT ON (content_hash) content_hash, embedding FROM django_rag_chunk "
                     "WHERE space = %s AND content_hash = ANY(%s)",
-                    [space, list(set(hashes))], binary=True,
+                    [space, list(set(hashes))],
+                    binary=True,
                 )
                 return {row[0]: row[1].to_list() for row in cur.fetchall()}
 
-    def query(self, collection: str, vector: Sequence[float], k: int, *, space: str,
-              scope: QueryScope | None = None) -> list[Hit]:
+    def query(
+        self, collection: str, vector: Sequence[float], k: int, *, space: str, scope: QueryScope | None = None
+    ) -> list[Hit]:
         with translate_db_errors(self.using):
             coll = _collection(collection, self.using)
             qs = self.scoped(Chunk.objects.using(self.using).filter(collection=coll), scope)
@@ -214,8 +238,14 @@ class PgVectorStore:
             if not chunks:
                 _check_space(coll, space, self.using)
         return [
-            Hit(chunk=chunk, document=chunk.document, score=float(chunk.score), vector_rank=rank,
-                page=chunk.page, source_id=chunk.document.source_id)
+            Hit(
+                chunk=chunk,
+                document=chunk.document,
+                score=float(chunk.score),
+                vector_rank=rank,
+                page=chunk.page,
+                source_id=chunk.document.source_id,
+            )
             for rank, chunk in enumerate(chunks, start=1)
         ]
 
@@ -239,8 +269,11 @@ class PgVectorStore:
         with translate_db_errors(self.using), transaction.atomic(using=self.using):
             coll = _collection(collection, self.using)
             docs = Document.objects.using(self.using).filter(collection=coll)
-            docs = docs.filter(source_id=source_id) if source_id is not None else docs.filter(
-                prefix_q("source_id", prefix or ""))
+            docs = (
+                docs.filter(source_id=source_id)
+                if source_id is not None
+                else docs.filter(prefix_q("source_id", prefix or ""))
+            )
             # Chunks first in one statement, so the cascade does not walk them row by row.
             Chunk.objects.using(self.using).filter(document__in=docs.values("pk")).delete()
             return docs.delete()[1].get(Document._meta.label, 0)
@@ -252,8 +285,9 @@ def _collection(name: str, using: str) -> Collection:
     return collection(name, using=using)
 
 
-def _last_wins(items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]]
-               ) -> list[tuple[DocumentInfo, Sequence[ChunkData]]]:
+def _last_wins(
+    items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]],
+) -> list[tuple[DocumentInfo, Sequence[ChunkData]]]:
     """One entry per source_id: a batch naming a document twice syncs it to its last version."""
     return list({doc.source_id: (doc, chunks) for doc, chunks in items}.values())
 
@@ -267,8 +301,9 @@ def _check_space(coll: Collection, space: str, using: str) -> None:
     if other is not None:
         held = other.rpartition(":")[2]
         raise ConfigurationError(
-            f"collection {coll.name!r} uses embedder {coll.embedder!r} ({space}, {space.rpartition(':')[2]} dims) "
-            f"but the store holds {held}-dim vectors of {other} for it; run `manage.py rag_reindex {coll.name}`"
+            f"collection {coll.name!r} uses embedder {coll.embedder!r} ({space}, "
+            f"{space.rpartition(':')[2]} dims) but the store holds {held}-dim vectors of {other} for it; "
+            f"run `manage.py rag_reindex {coll.name}`"
         )
 
 
@@ -300,7 +335,8 @@ def _vector_type(conn: psycopg.Connection[Any]) -> TypeInfo:
         info = TypeInfo.fetch(conn, "vector")
         if info is None:
             raise ConfigurationError(
-                "the pgvector extension is not installed in this database; run `manage.py migrate django_rag` "
+                "the pgvector extension is not installed in this database; "
+                "run `manage.py migrate django_rag` "
                 "(it runs CREATE EXTENSION vector) or ask a superuser to run CREATE EXTENSION vector"
             )
         _vector_info[conn] = info

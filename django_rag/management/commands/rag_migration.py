@@ -15,22 +15,34 @@ from django.db.migrations.writer import MigrationWriter
 from django_rag.ddl import IndexSpec, configured_spaces
 from django_rag.exceptions import RagError
 
+
 class Command(BaseCommand):
     help = "Emit a migration with one ANN (HNSW or IVFFlat) index per configured embedding space."
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--app", help="App label of the site app that receives the migration.")
-        parser.add_argument("--sql", action="store_true", help="Print the SQL instead of writing a migration.")
+        parser.add_argument(
+            "--sql", action="store_true", help="Print the SQL instead of writing a migration."
+        )
         parser.add_argument("--index", choices=["hnsw", "ivfflat"], default="hnsw")
         parser.add_argument("--m", type=int, default=16, help="HNSW: max connections per layer (default 16).")
-        parser.add_argument("--ef-construction", type=int, default=64,
-                            help="HNSW: candidate list size while building (default 64).")
+        parser.add_argument(
+            "--ef-construction",
+            type=int,
+            default=64,
+            help="HNSW: candidate list size while building (default 64).",
+        )
         parser.add_argument("--lists", type=int, default=100, help="IVFFlat: number of lists (default 100).")
-        parser.add_argument("--concurrently", action="store_true",
-                            help="CREATE INDEX CONCURRENTLY (non-atomic migration; no table lock).")
-        parser.add_argument("--maintenance-work-mem",
-                            help="SET maintenance_work_mem for the build, e.g. 1GB (size it to the graph; "
-                                 "keep it under /dev/shm).")
+        parser.add_argument(
+            "--concurrently",
+            action="store_true",
+            help="CREATE INDEX CONCURRENTLY (non-atomic migration; no table lock).",
+        )
+        parser.add_argument(
+            "--maintenance-work-mem",
+            help="SET maintenance_work_mem for the build, e.g. 1GB (size it to the graph; "
+            "keep it under /dev/shm).",
+        )
         parser.add_argument("--name", default="rag_indexes", help="Migration name suffix.")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -43,14 +55,23 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         specs = []
         for space, dims in spaces.items():
-            spec = IndexSpec(space, dims, method=options["index"], m=options["m"],
-                             ef_construction=options["ef_construction"], lists=options["lists"])
+            spec = IndexSpec(
+                space,
+                dims,
+                method=options["index"],
+                m=options["m"],
+                ef_construction=options["ef_construction"],
+                lists=options["lists"],
+            )
             if spec.indexable:
                 specs.append(spec)
             else:
-                self.stderr.write(self.style.WARNING(
-                    f"space {space!r} has {dims} dimensions; pgvector indexes at most 4000 (halfvec), "
-                    "so searches in it stay exact."))
+                self.stderr.write(
+                    self.style.WARNING(
+                        f"space {space!r} has {dims} dimensions; pgvector indexes at most 4000 (halfvec), "
+                        "so searches in it stay exact."
+                    )
+                )
         concurrently = options["concurrently"]
         statements = [spec.create_sql(concurrently=concurrently) for spec in specs]
         if options["sql"]:
@@ -65,20 +86,23 @@ class Command(BaseCommand):
 
     def _write(self, app_label: str, specs: list[IndexSpec], options: dict[str, Any]) -> None:
         try:
-            app_config = apps.get_app_config(app_label)
+            apps.get_app_config(app_label)
         except LookupError as exc:
             raise CommandError(f"no installed app with label {app_label!r}") from exc
         if app_label == "django_rag":
-            raise CommandError("write the migration into your own app, not django_rag (its indexes depend "
-                               "on your settings)")
+            raise CommandError(
+                "write the migration into your own app, not django_rag (its indexes depend on your settings)"
+            )
         loader = MigrationLoader(None, ignore_no_migrations=True)
         module_name, _ = loader.migrations_module(app_label)
         if module_name is None:
             raise CommandError(f"app {app_label!r} has migrations disabled (MIGRATION_MODULES)")
         emitted = {
             sql
-            for (label, _), migration in loader.disk_migrations.items() if label == app_label
-            for operation in migration.operations if isinstance(operation, migrations.RunSQL)
+            for (label, _), migration in loader.disk_migrations.items()
+            if label == app_label
+            for operation in migration.operations
+            if isinstance(operation, migrations.RunSQL)
             for sql in ([operation.sql] if isinstance(operation.sql, str) else operation.sql)
             if isinstance(sql, str)
         }
@@ -87,25 +111,35 @@ class Command(BaseCommand):
             self.stdout.write("No changes: every configured embedding space already has its index migration.")
             return
         leaves = loader.graph.leaf_nodes(app_label)
-        number = 1 + max((int(name.split("_")[0]) for _, name in leaves if name.split("_")[0].isdigit()),
-                         default=0)
+        number = 1 + max(
+            (int(name.split("_")[0]) for _, name in leaves if name.split("_")[0].isdigit()), default=0
+        )
         concurrently = options["concurrently"]
         operations: list[migrations.RunSQL] = []
         if options["maintenance_work_mem"]:
             # SET (not SET LOCAL): a CONCURRENTLY build runs outside a transaction.
-            operations.append(migrations.RunSQL(
-                f"SET maintenance_work_mem = '{_memory(options['maintenance_work_mem'])}'",
-                migrations.RunSQL.noop))
+            operations.append(
+                migrations.RunSQL(
+                    f"SET maintenance_work_mem = '{_memory(options['maintenance_work_mem'])}'",
+                    migrations.RunSQL.noop,
+                )
+            )
         operations += [
-            migrations.RunSQL(spec.create_sql(concurrently=concurrently),
-                              reverse_sql=spec.drop_sql(concurrently=concurrently))
+            migrations.RunSQL(
+                spec.create_sql(concurrently=concurrently),
+                reverse_sql=spec.drop_sql(concurrently=concurrently),
+            )
             for spec in missing
         ]
-        migration = type("Migration", (migrations.Migration,), {
-            "dependencies": [("django_rag", "0001_initial"), *sorted(leaves)],
-            "operations": operations,
-            "atomic": not concurrently,
-        })(f"{number:04d}_{options['name']}", app_label)
+        migration = type(
+            "Migration",
+            (migrations.Migration,),
+            {
+                "dependencies": [("django_rag", "0001_initial"), *sorted(leaves)],
+                "operations": operations,
+                "atomic": not concurrently,
+            },
+        )(f"{number:04d}_{options['name']}", app_label)
         writer = MigrationWriter(migration)
         with open(writer.path, "w") as handle:
             handle.write(writer.as_string())

@@ -34,9 +34,12 @@ class Command(BaseCommand):
         docs = []
         for path in sorted(SAMPLE_DIR.glob("*.md")):
             if path.name != "README.md":
-                docs += load_text(path.read_text(), source_id=f"handbook/{path.stem}",
-                                  metadata={"source": str(path.relative_to(settings.BASE_DIR.parent))},
-                                  tags=["handbook"])
+                docs += load_text(
+                    path.read_text(),
+                    source_id=f"handbook/{path.stem}",
+                    metadata={"source": str(path.relative_to(settings.BASE_DIR.parent))},
+                    tags=["handbook"],
+                )
         started = time.perf_counter()
         result = kb.index(docs)
         elapsed = time.perf_counter() - started
