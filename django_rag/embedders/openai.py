@@ -1,0 +1,234 @@
+"""Embeddings from the OpenAI API or any server that speaks its wire format.
+
+Azure-compatible gateways, Ollama, vLLM, LiteLLM and the like work through ``BASE_URL``.
+The ``openai`` package is an optional extra, imported only when this backend is built.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import functools
+import logging
+import os
+import random
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..exceptions import ConfigurationError, EmbedderError
+from .base import BaseEmbedder, Vector
+
+if TYPE_CHECKING:
+    import openai
+    from openai.types import CreateEmbeddingResponse
+
+__all__ = ["OpenAIEmbedder"]
+
+logger = logging.getLogger(__name__)
+
+# 408 and 409 are transient on OpenAI (request and lock timeouts), as the official client also treats them.
+_RETRY_STATUSES = frozenset({408, 409, 429})
+
+
+class OpenAIEmbedder(BaseEmbedder):
+    """Embed texts with an OpenAI-compatible ``/embeddings`` endpoint.
+
+    Configure it in ``RAG["EMBEDDERS"]``::
+
+        "default": {
+            "BACKEND": "django_rag.embedders.openai.OpenAIEmbedder",
+            "MODEL": "text-embedding-3-small",
+            "DIMENSIONS": 1536,
+            # optional: API_KEY (default: $OPENAI_API_KEY), BASE_URL, ORGANIZATION, TIMEOUT,
+            # MAX_RETRIES, BACKOFF_BASE, BACKOFF_MAX, BATCH_SIZE, SEND_DIMENSIONS
+        }
+
+    Rate limits (429), server errors (5xx), timeouts and dropped connections are retried with
+    exponential backoff and jitter, honouring ``Retry-After`` up to ``BACKOFF_MAX`` seconds.
+    Bad requests, bad keys and unknown models fail at once with an ``EmbedderError``.
+    """
+
+    model = "text-embedding-3-small"
+    dimensions = 1536
+    batch_size = 256
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        organization: str | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 5,
+        backoff_base: float = 0.5,
+        backoff_max: float = 20.0,
+        send_dimensions: bool | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(**options)
+        _import_openai()  # fail at configuration time, not on the first document
+        api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        if not api_key:
+            raise ConfigurationError(
+                f"OpenAIEmbedder ({self.model}) has no API key: set RAG['EMBEDDERS'][<alias>]['API_KEY'] "
+                "or the OPENAI_API_KEY environment variable (local servers such as Ollama or vLLM "
+                "accept any placeholder, e.g. 'unused')"
+            )
+        if timeout <= 0 or max_retries < 0 or backoff_base < 0 or backoff_max < 0:
+            raise ConfigurationError(
+                "OpenAIEmbedder needs TIMEOUT > 0 and MAX_RETRIES, BACKOFF_BASE, BACKOFF_MAX >= 0"
+            )
+        self.api_key = api_key
+        self.base_url = base_url
+        self.organization = organization
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self.backoff_base = float(backoff_base)
+        self.backoff_max = float(backoff_max)
+        # Only the text-embedding-3 family accepts `dimensions`; older models and most local
+        # servers reject or ignore it, so it is opt-in for them.
+        self.send_dimensions = (
+            self.model.startswith("text-embedding-3") if send_dimensions is None else bool(send_dimensions)
+        )
+
+    @functools.cached_property
+    def client(self) -> openai.OpenAI:
+        """The client, built on first use so that a forked worker never shares a parent's connections."""
+        openai = _import_openai()
+        return openai.OpenAI(
+            api_key=self.api_key,
+            base_url=self.base_url,
+            organization=self.organization,
+            timeout=self.timeout,
+            # We retry ourselves: the client's retries would multiply with ours and hide attempts.
+            max_retries=0,
+        )
+
+    def _embed(self, texts: list[str], kind: str) -> list[Vector]:
+        # OpenAI's models embed queries and documents alike, so ``kind`` changes nothing here.
+        # OpenAI rejects an empty string with a 400 that fails the whole batch; a single space
+        # embeds as "nothing" and keeps every input's position.
+        inputs = [text or " " for text in texts]
+        params: dict[str, Any] = {"model": self.model, "input": inputs}
+        if self.send_dimensions:
+            params["dimensions"] = self.dimensions
+        response = self._with_retries(params)
+        # The API tags each vector with its input's index and does not promise to keep the order.
+        vectors: list[Vector | None] = [None] * len(inputs)
+        for item in response.data:
+            if not 0 <= item.index < len(inputs) or vectors[item.index] is not None:
+                raise EmbedderError(f"{self._where()} returned an unexpected embedding index {item.index}")
+            vectors[item.index] = list(item.embedding)
+        missing = [i for i, vector in enumerate(vectors) if vector is None]
+        if missing:
+            raise EmbedderError(f"{self._where()} returned no embedding for inputs {missing}")
+        return [vector for vector in vectors if vector is not None]
+
+    def _with_retries(self, params: dict[str, Any]) -> CreateEmbeddingResponse:
+        openai = _import_openai()
+        attempts = self.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            retry_after: float | None = None
+            try:
+                return self.client.embeddings.create(**params)
+            except openai.APIStatusError as exc:
+                if exc.status_code not in _RETRY_STATUSES and exc.status_code < 500:
+                    raise EmbedderError(self._rejection(exc.status_code, exc)) from exc
+                error: Exception = exc
+                failure = f"HTTP {exc.status_code}: {_message(exc)}"
+                retry_after = _retry_after(exc.response.headers)
+            except openai.APITimeoutError as exc:
+                error, failure = exc, f"timed out after {self.timeout:g}s"
+            except openai.APIConnectionError as exc:
+                error, failure = exc, f"connection error: {exc.__cause__ or exc}"
+            except (openai.OpenAIError, ValueError) as exc:
+                # A malformed body (bad JSON, no data) will not get better by asking again.
+                raise EmbedderError(f"{self._where()} returned an unusable response: {exc}") from exc
+            if attempt == attempts:
+                raise EmbedderError(
+                    f"{self._where()} failed after {attempts} attempts (last: {failure}); "
+                    "check the service or raise MAX_RETRIES"
+                ) from error
+            delay = self._delay(attempt, retry_after)
+            logger.warning(
+                "%s: attempt %d/%d failed (%s); retrying in %.2fs",
+                self._where(),
+                attempt,
+                attempts,
+                failure,
+                delay,
+            )
+            time.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to wait before attempt ``attempt + 1``."""
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.backoff_max)
+        delay = min(self.backoff_base * 2 ** (attempt - 1), self.backoff_max)
+        # Equal jitter: callers that failed together (one rate limit, many workers) spread out.
+        return delay / 2 + random.uniform(0, delay / 2)
+
+    def _rejection(self, status: int, exc: Exception) -> str:
+        where, detail = self._where(), _message(exc)
+        if status == 401:
+            return (
+                f"OpenAI rejected the API key at {self._base_url()} (401: {detail}); check "
+                "RAG['EMBEDDERS'][<alias>]['API_KEY'] or OPENAI_API_KEY"
+            )
+        if status == 403:
+            return f"{where} refused access (403: {detail}); the key may lack access to this model or project"
+        if status == 404:
+            return (
+                f"model {self.model!r} was not found at {self._base_url()} (404: {detail}); "
+                "check MODEL and BASE_URL in RAG['EMBEDDERS']"
+            )
+        hint = ""
+        if status == 400 and self.send_dimensions:
+            hint = "; if the model does not accept `dimensions`, set SEND_DIMENSIONS to False"
+        return f"{where} rejected the request (HTTP {status}: {detail}){hint}"
+
+    def _base_url(self) -> str:
+        if "client" in self.__dict__:
+            return str(self.client.base_url).rstrip("/")
+        return self.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+
+    def _where(self) -> str:
+        return f"embedder {self.model!r} at {self._base_url()}"
+
+
+def _import_openai() -> Any:
+    try:
+        import openai
+    except ImportError as exc:
+        raise ConfigurationError(
+            'OpenAIEmbedder needs the openai package: pip install "django-rag[openai]"'
+        ) from exc
+    return openai
+
+
+def _message(exc: Exception) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+    return str(getattr(exc, "message", exc))
+
+
+def _retry_after(headers: Any) -> float | None:
+    """The server's requested wait in seconds, from ``retry-after-ms`` or ``Retry-After``."""
+    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return float(value) / divisor
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value:
+        try:
+            return email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError):
+            return None
+    return None

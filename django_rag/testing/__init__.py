@@ -1,0 +1,6 @@
+"""Deterministic doubles for testing code that uses django-rag, offline and without a model."""
+
+from ..embedders.hashing import HashingEmbedder
+from .openai_server import OpenAICompatibleServer, RecordedRequest
+
+__all__ = ["HashingEmbedder", "OpenAICompatibleServer", "RecordedRequest"]

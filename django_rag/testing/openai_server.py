@@ -1,0 +1,319 @@
+"""An OpenAI-compatible HTTP server on loopback, for tests that run the real ``openai`` client.
+
+Embeddings are the ``HashingEmbedder``'s (deterministic, offline); chat answers are canned but
+cite ``[1]`` when the prompt holds numbered context. Failures and delays can be injected to
+exercise retry and timeout paths::
+
+    with OpenAICompatibleServer() as server:
+        server.fail_next(2, status=429, retry_after=0.1)
+        embedder = OpenAIEmbedder(base_url=server.base_url, api_key="test", dimensions=64)
+        embedder.embed_documents(["a", "b"])
+        assert len(server.requests) == 3
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import struct
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, NamedTuple
+
+from ..embedders.hashing import HashingEmbedder
+
+__all__ = ["OpenAICompatibleServer", "RecordedRequest"]
+
+_WORD = re.compile(r"\w+")
+_NUMBERED_CONTEXT = re.compile(r"^\s*\[(\d+)\]\s*(.*)$", re.MULTILINE)
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    404: "invalid_request_error",
+    429: "rate_limit_exceeded",
+}
+_MODELS = ["text-embedding-3-small", "text-embedding-3-large", "text-embedding-ada-002", "gpt-4o-mini"]
+
+
+class RecordedRequest(NamedTuple):
+    """One request as the server received it; headers have lower-case names."""
+
+    path: str
+    body: Any
+    headers: dict[str, str]
+
+
+class OpenAICompatibleServer:
+    """A threaded HTTP server on ``127.0.0.1`` with an ephemeral port.
+
+    ``dimensions`` is used when a request does not send its own; ``api_key`` (if given) is the
+    only bearer token accepted, otherwise any non-empty one is; ``out_of_order`` returns the
+    embeddings in reverse order (each still tagged with its ``index``), as the API allows.
+    """
+
+    def __init__(
+        self, *, dimensions: int = 1536, api_key: str | None = None, out_of_order: bool = False
+    ) -> None:
+        self.dimensions = dimensions
+        self.api_key = api_key
+        self.out_of_order = out_of_order
+        self.chat_reply: str | None = None  # set to force the chat answer's text
+        self._lock = threading.Lock()
+        self._requests: list[RecordedRequest] = []
+        self._failures: deque[tuple[int, float | None]] = deque()
+        self._delays: deque[float] = deque()
+        self._stopping = threading.Event()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # lifecycle
+
+    def start(self) -> OpenAICompatibleServer:
+        if self._httpd is not None:
+            return self
+        self._stopping.clear()
+        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd.owner = self
+        # A short poll interval keeps stop() (and so each test's teardown) fast.
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.02},
+            name="openai-double",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._stopping.set()  # wakes handlers sleeping in delay_next()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = self._thread = None
+
+    def __enter__(self) -> OpenAICompatibleServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        """The URL to give the client as ``base_url``, e.g. ``http://127.0.0.1:54321/v1``."""
+        if self._httpd is None:
+            raise RuntimeError("OpenAICompatibleServer is not started")
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    # test controls
+
+    def fail_next(self, count: int = 1, status: int = 429, retry_after: float | None = None) -> None:
+        """Answer the next ``count`` authorised requests with ``status`` (and ``Retry-After``)."""
+        with self._lock:
+            self._failures.extend([(status, retry_after)] * count)
+
+    def delay_next(self, count: int = 1, seconds: float = 1.0) -> None:
+        """Hold the next ``count`` authorised requests for ``seconds`` before answering them."""
+        with self._lock:
+            self._delays.extend([seconds] * count)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """A snapshot of every request received so far, in arrival order."""
+        with self._lock:
+            return list(self._requests)
+
+    def reset(self) -> None:
+        """Forget recorded requests and pending failures and delays."""
+        with self._lock:
+            self._requests.clear()
+            self._failures.clear()
+            self._delays.clear()
+
+    # request handling (called from handler threads)
+
+    def _handle(self, handler: _Handler, method: str) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        headers = {name.lower(): value for name, value in handler.headers.items()}
+        with self._lock:
+            self._requests.append(RecordedRequest(handler.path, body, headers))
+
+        token = headers.get("authorization", "").removeprefix("Bearer ").strip()
+        if not headers.get("authorization", "").startswith("Bearer ") or not token:
+            return _error(handler, 401, "You didn't provide an API key.", code="missing_api_key")
+        if self.api_key is not None and token != self.api_key:
+            return _error(handler, 401, "Incorrect API key provided.", code="invalid_api_key")
+
+        with self._lock:
+            delay = self._delays.popleft() if self._delays else 0.0
+            failure = self._failures.popleft() if self._failures else None
+        if delay and self._stopping.wait(delay):
+            return None
+        if failure is not None:
+            status, retry_after = failure
+            extra = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
+            return _error(handler, status, f"Injected failure ({status}).", headers=extra)
+
+        route = (method, handler.path.split("?", 1)[0].rstrip("/"))
+        if route == ("POST", "/v1/embeddings"):
+            return self._embeddings(handler, body)
+        if route == ("POST", "/v1/chat/completions"):
+            return self._chat(handler, body)
+        if route == ("GET", "/v1/models"):
+            data = [
+                {"id": name, "object": "model", "created": 0, "owned_by": "django-rag"} for name in _MODELS
+            ]
+            return _json(handler, 200, {"object": "list", "data": data})
+        return _error(handler, 404, f"Unknown request URL: {method} {handler.path}.", code="unknown_url")
+
+    def _embeddings(self, handler: _Handler, body: Any) -> None:
+        if not isinstance(body, dict) or "model" not in body or "input" not in body:
+            return _error(handler, 400, "'model' and 'input' are required.")
+        texts = [body["input"]] if isinstance(body["input"], str) else body["input"]
+        if not isinstance(texts, list) or not all(isinstance(text, str) and text for text in texts):
+            # OpenAI refuses empty strings (and this double does not speak token arrays).
+            return _error(handler, 400, "'$.input' is invalid: expected non-empty strings.", param="input")
+        dimensions = body.get("dimensions", self.dimensions)
+        if not isinstance(dimensions, int) or dimensions <= 0:
+            return _error(handler, 400, "'dimensions' must be a positive integer.", param="dimensions")
+        vectors = HashingEmbedder(dimensions=dimensions).embed_documents(texts)
+        data = []
+        for index, vector in enumerate(vectors):
+            encoded: Any = vector
+            if body.get("encoding_format") == "base64":
+                # What the openai client asks for by default: little-endian float32, base64.
+                encoded = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+            data.append({"object": "embedding", "index": index, "embedding": encoded})
+        if self.out_of_order:
+            data.reverse()
+        tokens = sum(_count_tokens(text) for text in texts)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return _json(handler, 200, {"object": "list", "data": data, "model": body["model"], "usage": usage})
+
+    def _chat(self, handler: _Handler, body: Any) -> None:
+        if not isinstance(body, dict) or "model" not in body or not isinstance(body.get("messages"), list):
+            return _error(handler, 400, "'model' and 'messages' are required.")
+        prompt = "\n".join(_content_text(message.get("content")) for message in body["messages"])
+        answer = self.chat_reply if self.chat_reply is not None else _fake_answer(prompt)
+        prompt_tokens, completion_tokens = _count_tokens(prompt), _count_tokens(answer)
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        with self._lock:
+            completion_id = f"chatcmpl-double-{len(self._requests)}"
+        base = {"id": completion_id, "created": int(time.time()), "model": body["model"]}
+        if not body.get("stream"):
+            message = {"role": "assistant", "content": answer, "refusal": None}
+            choice = {"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}
+            return _json(
+                handler, 200, {**base, "object": "chat.completion", "choices": [choice], "usage": usage}
+            )
+
+        chunk = {**base, "object": "chat.completion.chunk"}
+        deltas = [{"role": "assistant", "content": ""}] + [{"content": piece} for piece in _pieces(answer)]
+        events = [
+            {**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]} for delta in deltas
+        ]
+        events.append({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        if (body.get("stream_options") or {}).get("include_usage"):
+            events.append({**chunk, "choices": [], "usage": usage})
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Cache-Control", "no-cache")
+        handler.end_headers()
+        for event in events:
+            handler.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+            handler.wfile.flush()
+        handler.wfile.write(b"data: [DONE]\n\n")
+        return None
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: OpenAICompatibleServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that timed out closes its socket before a delayed answer; that is expected here.
+        pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _HTTPServer
+    # HTTP/1.0: one request per connection, and a stream simply ends when the socket closes.
+    protocol_version = "HTTP/1.0"
+
+    def do_GET(self) -> None:
+        self.server.owner._handle(self, "GET")
+
+    def do_POST(self) -> None:
+        self.server.owner._handle(self, "POST")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # keep test output clean; the request log is on the server object
+
+
+def _json(
+    handler: BaseHTTPRequestHandler, status: int, payload: Any, headers: dict[str, str] | None = None
+) -> None:
+    data = json.dumps(payload).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+def _error(
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    message: str,
+    *,
+    code: str | None = None,
+    param: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> None:
+    error = {
+        "message": message,
+        "type": _ERROR_TYPES.get(status, "server_error"),
+        "param": param,
+        "code": code,
+    }
+    _json(handler, status, {"error": error}, headers)
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}, ...]
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content or "")
+
+
+def _fake_answer(prompt: str) -> str:
+    """Quote the first numbered context passage and cite it, or admit there is nothing to cite."""
+    match = _NUMBERED_CONTEXT.search(prompt)
+    if match is None:
+        return "I could not find that in the provided context."
+    passage = match.group(2).strip() or "the first source"
+    return f"According to the context, {passage[:200]} [{match.group(1)}]"
+
+
+def _pieces(text: str) -> list[str]:
+    """Split ``text`` into word-sized stream deltas that join back to it exactly."""
+    return re.findall(r"\S+\s*|\s+", text) or [text]
+
+
+def _count_tokens(text: str) -> int:
+    return len(_WORD.findall(text))
