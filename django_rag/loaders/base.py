@@ -1,0 +1,106 @@
+"""Helpers every loader shares: metadata merging, tags, derived ids and text clean-up."""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..types import RagDocument
+
+__all__ = [
+    "clean_text",
+    "content_source_id",
+    "decode_text",
+    "make_document",
+    "merge_tags",
+    "sniff_html_charset",
+]
+
+# PDF extractors emit typographic ligatures; embedders and full-text search want the letters.
+_LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st"})
+# NUL cannot be stored in a PostgreSQL text column; zero-width characters only split words.
+_INVISIBLE = str.maketrans({"\x00": None, "\u200b": None, "\ufeff": None})
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def clean_text(text: str) -> str:
+    """Normalise line endings, drop characters a database or an embedder chokes on, trim the ends."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.translate(_INVISIBLE).translate(_LIGATURES).strip()
+
+
+def content_source_id(prefix: str, data: str | bytes) -> str:
+    """A stable id derived from the content, so re-loading the same text syncs rather than duplicates."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    return f"{prefix}:{hashlib.sha1(raw).hexdigest()[:16]}"
+
+
+def merge_tags(*groups: Iterable[str] | None) -> list[str]:
+    """Concatenate tag lists, dropping duplicates and blanks but keeping first-seen order."""
+    seen: dict[str, None] = {}
+    for group in groups:
+        for tag in group or ():
+            if isinstance(tag, str) and tag.strip():
+                seen.setdefault(tag.strip(), None)
+    return list(seen)
+
+
+def make_document(
+    source_id: str,
+    text: str,
+    derived: Mapping[str, Any],
+    metadata: Mapping[str, Any] | None,
+    tags: Iterable[str] | None,
+) -> RagDocument:
+    """Build a RagDocument with the caller's ``metadata`` merged over the loader-derived keys."""
+    merged = {key: value for key, value in derived.items() if value is not None}
+    merged.update(metadata or {})
+    if not merged.get("title"):
+        merged["title"] = source_id
+    return RagDocument(source_id=source_id, text=text, metadata=merged, tags=merge_tags(tags))
+
+
+def decode_text(data: bytes, charset: str | None = None) -> str:
+    """Decode bytes of unknown provenance: BOM, then the declared charset, then UTF-8, then a guess.
+
+    A declared charset is often wrong (servers default to ISO-8859-1), so a failure to decode
+    with it falls through to sniffing instead of raising.
+    """
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return data.decode(encoding, errors="replace")
+    candidates = [charset.strip().strip("\"'")] if charset else []
+    candidates.append("utf-8")
+    for encoding in candidates:
+        try:
+            return data.decode(encoding)
+        except (LookupError, UnicodeDecodeError):
+            continue
+    try:
+        from charset_normalizer import from_bytes  # requests depends on it, so it is normally there
+    except ImportError:  # pragma: no cover - depends on the environment
+        best = None
+    else:
+        best = from_bytes(data).best()
+    if best is not None:
+        return str(best)
+    # cp1252 is what unlabelled non-UTF-8 text on the web almost always is.
+    return data.decode("cp1252", errors="replace")
+
+
+_CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+
+
+def sniff_html_charset(data: bytes) -> str | None:
+    """The charset an HTML document declares in a ``<meta>`` tag near its start, if any."""
+    match = _CHARSET_RE.search(data[:4096])
+    return match.group(1).decode("ascii") if match else None

@@ -1,0 +1,53 @@
+"""A web page (or a PDF or text file on the web) into documents, fetched through guarded_fetch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..exceptions import LoaderError
+from ..outbound import OutboundPolicy, guarded_fetch
+from ..types import RagDocument
+
+__all__ = ["load_web"]
+
+
+def load_web(
+    url: str,
+    *,
+    policy: OutboundPolicy | None = None,
+    source_id: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    tags: Iterable[str] | None = None,
+) -> list[RagDocument]:
+    """Fetch ``url`` under ``policy`` and load the body according to its content type.
+
+    ``source_id`` defaults to ``url`` (the stable identity, even if the page redirects);
+    ``metadata["source"]`` is the final URL after redirects, ``metadata["content_type"]`` what the
+    server said. Raises OutboundPolicyError when the policy refuses the fetch and LoaderError for
+    an error status or a content type no loader handles.
+    """
+    from . import get_loader, guess_content_type, load_bytes
+
+    result = guarded_fetch(url, policy=policy)
+    if not result.ok:
+        raise LoaderError(f"GET {result.final_url} returned HTTP {result.status}")
+    # A missing or generic type says nothing; the file extension in the URL may.
+    content_type = result.content_type
+    if content_type in ("", "application/octet-stream"):
+        content_type = guess_content_type(urlsplit(result.final_url).path) or content_type
+    if get_loader(content_type) is None:
+        raise LoaderError(
+            f"{result.final_url} has content type {content_type or 'none'!r}, which no loader handles"
+        )
+    derived = {"source": result.final_url, "loader": "web", "content_type": content_type}
+    return load_bytes(
+        result.content,
+        content_type=content_type,
+        source_id=source_id or url,
+        charset=result.encoding,
+        base_url=result.final_url,
+        metadata={**derived, **(metadata or {})},
+        tags=tags,
+    )
