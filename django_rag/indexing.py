@@ -48,6 +48,8 @@ def index_documents(
     if batch_size < 1:
         raise ConfigurationError("batch_size must be at least 1")
     embedder = collection.get_embedder()
+    # Count chunk tokens with the model's own tokenizer when it has one, so no chunk is truncated.
+    token_counter = getattr(embedder, "count_tokens", None)
     store = get_store()
     result = SyncResult()
     for batch in _batches(docs, batch_size):
@@ -55,7 +57,7 @@ def index_documents(
         for doc in batch:
             if not isinstance(doc, RagDocument):
                 raise TypeError(f"index() takes RagDocument objects, got {type(doc).__name__}")
-            chunks = _chunks(collection, doc)
+            chunks = _chunks(collection, doc, token_counter)
             if chunks:
                 prepared.append((doc, chunks))
             else:
@@ -75,11 +77,18 @@ def _batches(docs: Iterable[RagDocument], size: int) -> Iterator[list[RagDocumen
         yield batch
 
 
-def _chunks(collection: Collection, doc: RagDocument) -> list[ChunkData]:
+def _chunks(
+    collection: Collection, doc: RagDocument, token_counter: Callable[[str], int] | None
+) -> list[ChunkData]:
     from .chunking import chunk_document
 
     metadata = _json_safe(doc.metadata)
-    chunks = chunk_document(doc, chunk_size=collection.chunk_size, chunk_overlap=collection.chunk_overlap)
+    chunks = chunk_document(
+        doc,
+        chunk_size=collection.chunk_size,
+        chunk_overlap=collection.chunk_overlap,
+        token_counter=token_counter,
+    )
     for chunk in chunks:
         # Document metadata rides on every chunk so metadata filters need no join.
         chunk.metadata = {**metadata, **chunk.metadata}

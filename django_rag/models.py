@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .embedders.base import Embedder
     from .types import Hit, RagDocument, SyncResult
 
-__all__ = ["Chunk", "Collection", "Document"]
+__all__ = ["Chunk", "Collection", "Document", "Posting", "TextStats"]
 
 
 class Collection(models.Model):
@@ -171,3 +171,51 @@ class Chunk(models.Model):
 
     def __str__(self) -> str:
         return f"{self.document_id}#{self.index}"
+
+
+class Posting(models.Model):
+    """One lexeme of one chunk, for BM25: kept by database triggers on the chunk table.
+
+    ``tf`` is the lexeme's occurrences in the chunk (PostgreSQL keeps at most 256 positions per
+    lexeme, so very repetitive chunks saturate, as BM25 does anyway) and ``dl`` the chunk's
+    length in lexemes. Never written by the app directly.
+    """
+
+    pk = models.CompositePrimaryKey("chunk_id", "term")
+    # The primary key and the term index cover every lookup: no per-column FK indexes on this big table.
+    chunk = models.ForeignKey(
+        Chunk, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
+    )
+    collection = models.ForeignKey(
+        Collection, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
+    )
+    term = models.TextField()
+    tf = models.IntegerField()
+    dl = models.IntegerField()
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["collection", "term"], include=["chunk", "tf", "dl"], name="django_rag_posting_term"
+            ),
+        ]
+
+
+class TextStats(models.Model):
+    """Per-collection chunk count and total length for BM25, as deltas in a few shard rows.
+
+    Each writer adds its deltas to the shard of its database backend, so concurrent ingestion
+    into one collection does not queue on a single row; readers sum the shards.
+    """
+
+    collection = models.ForeignKey(
+        Collection, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
+    )
+    shard = models.SmallIntegerField()
+    chunks = models.BigIntegerField(default=0)
+    length = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["collection", "shard"], name="django_rag_textstats_shard"),
+        ]

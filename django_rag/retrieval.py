@@ -1,4 +1,9 @@
-"""Search a collection: validate the request, embed the query, ask the store."""
+"""Search a collection: validate the request, embed the query, ask the store.
+
+Modes: ``"vector"`` (cosine similarity on the collection's embedding space), ``"text"``
+(BM25 over PostgreSQL full-text lexemes with the collection's text config) and ``"hybrid"``
+(both legs fused by Reciprocal Rank Fusion in one SQL statement).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .exceptions import QueryError
-from .querysets import check_k, check_query_text
+from .querysets import MAX_K, check_k, check_query_text
 from .stores import get_store
 from .stores.base import QueryScope
 
@@ -14,9 +19,10 @@ if TYPE_CHECKING:
     from .models import Collection
     from .types import Hit
 
-__all__ = ["MODES", "search"]
+__all__ = ["MODES", "SYNTAXES", "search"]
 
-MODES = ("vector",)
+MODES = ("vector", "text", "hybrid")
+SYNTAXES = ("plain", "phrase", "websearch")
 
 
 def search(
@@ -30,26 +36,50 @@ def search(
     tenant: str | None = None,
     source_prefix: str | None = None,
     min_score: float | None = None,
+    syntax: str = "plain",
+    candidates: int | None = None,
+    rrf_k: int = 60,
+    weights: tuple[float, float] = (1.0, 1.0),
 ) -> list[Hit]:
     """The ``k`` best chunks of ``collection`` for ``query``, best first.
 
     ``tenant`` is an exact scope (search never crosses it), ``tags`` match on overlap,
-    ``filters`` on metadata equality, ``source_prefix`` on whole source-id segments, and
-    ``min_score`` drops hits below a cosine similarity.
+    ``filters`` on metadata equality, ``source_prefix`` on whole source-id segments.
+    ``min_score`` is a floor on cosine similarity in vector and hybrid mode (applied to the
+    vector leg) and on the BM25 score in text mode. ``syntax`` (text and hybrid): ``"plain"``
+    ranks any query word, ``"phrase"`` requires the words in order, ``"websearch"`` reads
+    quotes, ``or`` and ``-word`` like a web search engine. Hybrid fuses the top
+    ``candidates`` of each leg (default ``max(4k, 50)``) with RRF: ``w / (rrf_k + rank)``
+    summed over the legs, ``weights`` = (vector, text).
     """
     if mode not in MODES:
         raise QueryError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
+    if syntax not in SYNTAXES:
+        raise QueryError(f"unknown query syntax {syntax!r}; use one of {', '.join(SYNTAXES)}")
     check_k(k)
     if isinstance(tags, str):
         raise QueryError("tags must be a list of strings, not a string")
     if filters is not None and not isinstance(filters, dict):
         raise QueryError("filters must be a dict of metadata key -> value")
-    if min_score is not None and not -1.0 <= min_score <= 1.0:
-        raise QueryError(f"min_score is a cosine similarity between -1 and 1, got {min_score!r}")
+    if min_score is not None and mode != "text" and not -1.0 <= min_score <= 1.0:
+        raise QueryError(
+            f"min_score is a cosine similarity between -1 and 1 in {mode} mode, got {min_score!r}"
+        )
+    candidates = max(4 * k, 50) if candidates is None else candidates
+    if not k <= candidates <= MAX_K:
+        raise QueryError(f"candidates must be between k ({k}) and {MAX_K}, got {candidates}")
+    if rrf_k < 1 or len(weights) != 2 or min(weights) < 0:
+        raise QueryError("rrf_k must be >= 1 and weights a pair of non-negative numbers (vector, text)")
     embedder = collection.get_embedder()
+    text = ""
+    vector: list[float] | None = None
     if isinstance(query, str):
-        vector = embedder.embed_query(check_query_text(query))
+        text = check_query_text(query)
+        if mode != "text":
+            vector = embedder.embed_query(text)
     else:
+        if mode != "vector":
+            raise QueryError(f"{mode} search needs the query text, not a vector")
         vector = [float(x) for x in query]
         if len(vector) != embedder.dimensions:
             raise QueryError(
@@ -59,4 +89,18 @@ def search(
     scope = QueryScope(
         tenant=tenant, tags=tags, filters=filters, source_prefix=source_prefix, min_score=min_score
     )
-    return get_store().query(collection.name, vector, k, space=embedder.space, scope=scope)
+    options: dict[str, Any] = {}
+    if mode == "hybrid":
+        options = {"candidates": candidates, "rrf_k": rrf_k, "weights": tuple(weights)}
+    if mode != "vector":
+        options["syntax"] = syntax
+    return get_store().search(
+        collection.name,
+        mode=mode,
+        k=k,
+        space=embedder.space,
+        text=text,
+        vector=vector,
+        scope=scope,
+        **options,
+    )

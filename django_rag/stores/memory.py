@@ -7,7 +7,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ..exceptions import ConfigurationError
+from ..exceptions import ConfigurationError, QueryError
 from ..types import ChunkData, Hit, SyncResult
 from .base import DocumentInfo, QueryScope, check_delete_args, diff_chunks, prefix_matches
 
@@ -89,6 +89,22 @@ class MemoryStore:
             )
             for rank, (score, chunk, doc) in enumerate(scored[:k], start=1)
         ]
+
+    def search(
+        self,
+        collection: str,
+        *,
+        mode: str,
+        k: int,
+        space: str,
+        text: str = "",
+        vector: Sequence[float] | None = None,
+        scope: QueryScope | None = None,
+        **options: object,
+    ) -> list[Hit]:
+        if mode != "vector" or vector is None:
+            raise QueryError(f"the memory store supports vector search only, not mode={mode!r}")
+        return self.query(collection, vector, k, space=space, scope=scope)
 
     def _check_space(self, collection: str, space: str) -> None:
         spaces = {

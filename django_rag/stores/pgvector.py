@@ -228,41 +228,41 @@ class PgVectorStore:
     def query(
         self, collection: str, vector: Sequence[float], k: int, *, space: str, scope: QueryScope | None = None
     ) -> list[Hit]:
+        return self.search(collection, mode="vector", k=k, space=space, vector=vector, scope=scope)
+
+    def search(
+        self,
+        collection: str,
+        *,
+        mode: str,
+        k: int,
+        space: str,
+        text: str = "",
+        vector: Sequence[float] | None = None,
+        scope: QueryScope | None = None,
+        **options: Any,
+    ) -> list[Hit]:
+        """Vector, text (BM25) or hybrid (RRF) search in one statement; see ``pgsearch``."""
+        from .pgsearch import SearchRequest, run_search
+
         with translate_db_errors(self.using):
             coll = _collection(collection, self.using)
-            qs = self.scoped(Chunk.objects.using(self.using).filter(collection=coll), scope)
-            qs = qs.nearest(vector, k, space=space)
-            if scope and scope.min_score is not None:
-                qs = qs.filter(score__gte=scope.min_score)
-            chunks = list(qs.select_related("document"))
-            if not chunks:
-                _check_space(coll, space, self.using)
-        return [
-            Hit(
-                chunk=chunk,
-                document=chunk.document,
-                score=float(chunk.score),
-                vector_rank=rank,
-                page=chunk.page,
-                source_id=chunk.document.source_id,
+            request = SearchRequest(
+                mode=mode,
+                collection_id=coll.pk,
+                text_config=coll.text_config,
+                space=space,
+                k=k,
+                text=text,
+                vector=vector,
+                scope=scope or QueryScope(),
+                ef_search=rag_settings.EF_SEARCH,
+                **options,
             )
-            for rank, chunk in enumerate(chunks, start=1)
-        ]
-
-    @staticmethod
-    def scoped(qs: Any, scope: QueryScope | None) -> Any:
-        """Apply a QueryScope to a Chunk QuerySet (tenant, tags overlap, metadata, source prefix)."""
-        if scope is None:
-            return qs
-        if scope.tenant is not None:
-            qs = qs.filter(tenant=scope.tenant)
-        if scope.tags:
-            qs = qs.filter(tags__overlap=list(scope.tags))
-        if scope.filters:
-            qs = qs.filter(metadata__contains=scope.filters)
-        if scope.source_prefix:
-            qs = qs.filter(prefix_q("document__source_id", scope.source_prefix))
-        return qs
+            hits = run_search(request, self.using)
+            if not hits and mode != "text":
+                _check_space(coll, space, self.using)
+        return hits
 
     def delete(self, collection: str, *, source_id: str | None = None, prefix: str | None = None) -> int:
         check_delete_args(source_id, prefix)

@@ -1,0 +1,266 @@
+"""Vector, BM25 and hybrid (RRF) search on PostgreSQL in one statement per query.
+
+The vector leg is an HNSW scan of the space's partial expression index (``rag_migration``)
+with iterative scan on, so filters never starve it of rows. The text leg ranks with BM25 over
+PostgreSQL's own lexemes, read from the postings table that triggers keep (see migration
+0002): document frequencies come from the postings of the query's terms, collection size and
+average length from the per-collection statistics. Hybrid fuses both rankings with Reciprocal
+Rank Fusion inside the same statement, and the final SELECT returns chunk and document
+columns, so a search is one round trip (plus the per-transaction index settings, sent in the
+same pipeline).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from django.db import connections
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+from pgvector import Vector
+from pgvector.psycopg.vector import register_vector_info
+
+from ..ddl import IndexSpec
+from ..models import Chunk, Document
+from ..types import Hit
+from .base import PREFIX_SEPARATORS, QueryScope
+from .pgvector import _raw_connection, _vector_type, escape_like
+
+__all__ = ["SearchRequest", "bm25_expression", "run_search"]
+
+# BM25 parameters (Robertson/Sparck Jones, as Lucene and bm25s default them).
+K1 = 1.2
+B = 0.75
+
+_CHUNK_FIELDS = [f for f in Chunk._meta.concrete_fields if f.attname not in ("embedding", "search_vector")]
+_DOCUMENT_FIELDS = list(Document._meta.concrete_fields)
+_MARK_START, _MARK_STOP = "\x02", "\x03"
+
+
+@dataclass
+class SearchRequest:
+    """Everything one search needs, already validated by ``django_rag.retrieval``."""
+
+    mode: str
+    collection_id: int
+    text_config: str
+    space: str
+    k: int
+    text: str = ""
+    vector: Sequence[float] | None = None
+    scope: QueryScope = field(default_factory=QueryScope)
+    candidates: int = 50
+    rrf_k: int = 60
+    weights: tuple[float, float] = (1.0, 1.0)
+    syntax: str = "plain"
+    ef_search: int = 40
+
+
+def bm25_expression(tf: str, dl: str, df: str, n: str, avgdl: str) -> str:
+    """The BM25 term weight as SQL over the given column expressions (shared by every text query)."""
+    return (
+        f"ln(1 + ({n} - {df} + 0.5) / ({df} + 0.5)) * {tf} * {K1 + 1} "
+        f"/ ({tf} + {K1} * (1 - {B} + {B} * {dl} / {avgdl}))"
+    )
+
+
+def _filters(scope: QueryScope, params: dict[str, Any]) -> str:
+    sql = ""
+    if scope.tenant is not None:
+        params["tenant"] = scope.tenant
+        sql += " AND c.tenant = %(tenant)s"
+    if scope.tags:
+        params["tags"] = list(scope.tags)
+        sql += " AND c.tags && %(tags)s::varchar[]"
+    if scope.filters:
+        params["filters"] = psycopg.types.json.Jsonb(scope.filters)
+        sql += " AND c.metadata @> %(filters)s"
+    if scope.source_prefix:
+        prefix = scope.source_prefix
+        escaped = escape_like(prefix)
+        params["prefix"] = prefix
+        ends = prefix.endswith(PREFIX_SEPARATORS)
+        params["prefix_like"] = (
+            [escaped + "%"] if ends else [escaped + sep + "%" for sep in PREFIX_SEPARATORS]
+        )
+        sql += (
+            " AND EXISTS (SELECT 1 FROM django_rag_document AS d WHERE d.id = c.document_id"
+            " AND (d.source_id = %(prefix)s OR d.source_id LIKE ANY (%(prefix_like)s)))"
+        )
+    return sql
+
+
+def _vector_leg(request: SearchRequest, params: dict[str, Any], filters: str) -> str:
+    spec = IndexSpec(request.space, len(request.vector or ()))
+    typed = spec.column_type if spec.indexable else "vector"
+    params["vector"] = Vector(list(request.vector or ()))
+    distance = f"(c.embedding::{typed}) <=> (%(vector)s::vector::{typed})"
+    floor = ""
+    if request.scope.min_score is not None and request.mode != "text":
+        params["max_distance"] = 1.0 - request.scope.min_score
+        floor = f" AND {distance} <= %(max_distance)s"
+    return f"""
+vec AS MATERIALIZED (
+    SELECT c.id, {distance} AS distance FROM django_rag_chunk AS c
+    WHERE c.collection_id = %(collection)s AND c.space = %(space)s{filters}{floor}
+    ORDER BY distance LIMIT %(candidates)s
+),
+vranked AS (SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS vrank FROM vec)"""
+
+
+def _text_leg(request: SearchRequest, params: dict[str, Any], filters: str) -> str:
+    params["text"] = request.text
+    params["config"] = request.text_config
+    matcher = ""
+    if request.syntax == "websearch":
+        matcher = " AND c.search_vector @@ websearch_to_tsquery(%(config)s::regconfig, %(text)s)"
+        # Excluded words (-word) must not earn BM25 credit either.
+        params["positive"] = " ".join(w for w in request.text.split() if not w.startswith("-"))
+    elif request.syntax == "phrase":
+        matcher = " AND c.search_vector @@ phraseto_tsquery(%(config)s::regconfig, %(text)s)"
+    terms_from = "%(positive)s" if request.syntax == "websearch" else "%(text)s"
+    floor = ""
+    if request.scope.min_score is not None and request.mode == "text":
+        params["min_bm25"] = request.scope.min_score
+        floor = " AND b.score >= %(min_bm25)s"
+    weight = bm25_expression("p.tf", "p.dl", "p.df", "s.n", "s.avgdl")
+    return f"""
+terms AS (
+    SELECT DISTINCT u.lexeme AS term FROM unnest(to_tsvector(%(config)s::regconfig, {terms_from})) AS u
+),
+stats AS (
+    SELECT greatest(sum(chunks), 1)::float8 AS n,
+           greatest(sum(length), 1)::float8 / greatest(sum(chunks), 1) AS avgdl
+    FROM django_rag_textstats WHERE collection_id = %(collection)s
+),
+post AS (
+    SELECT p.chunk_id, p.tf, p.dl, count(*) OVER (PARTITION BY p.term) AS df
+    FROM django_rag_posting AS p
+    WHERE p.collection_id = %(collection)s AND p.term = ANY (ARRAY(SELECT term FROM terms))
+),
+bm25 AS (
+    SELECT p.chunk_id AS id, sum({weight}) AS score FROM post AS p CROSS JOIN stats AS s GROUP BY p.chunk_id
+),
+txt AS MATERIALIZED (
+    SELECT b.id, b.score FROM bm25 AS b JOIN django_rag_chunk AS c ON c.id = b.id
+    WHERE c.space = %(space)s{filters}{matcher}{floor}
+    ORDER BY b.score DESC, b.id LIMIT %(candidates)s
+),
+tranked AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS trank FROM txt)"""
+
+
+def build_sql(request: SearchRequest) -> tuple[str, dict[str, Any]]:
+    params: dict[str, Any] = {
+        "collection": request.collection_id,
+        "space": request.space,
+        "candidates": request.candidates if request.mode == "hybrid" else request.k,
+        "k": request.k,
+        "config": request.text_config,
+        # Highlighting matches any query word, whatever the search syntax.
+        "highlight": " or ".join(re.findall(r"\w+", request.text)) or "",
+    }
+    filters = _filters(request.scope, params)
+    legs = []
+    if request.mode in ("vector", "hybrid"):
+        legs.append(_vector_leg(request, params, filters))
+    if request.mode in ("text", "hybrid"):
+        legs.append(_text_leg(request, params, filters))
+    if request.mode == "vector":
+        fused = "SELECT id, 1 - distance AS score, vrank, NULL::bigint AS trank FROM vranked"
+    elif request.mode == "text":
+        fused = "SELECT id, score, NULL::bigint AS vrank, trank FROM tranked"
+    else:
+        params["wv"], params["wt"] = (float(w) for w in request.weights)
+        params["rrf_k"] = request.rrf_k
+        fused = (
+            "SELECT coalesce(v.id, t.id) AS id, coalesce(%(wv)s / (%(rrf_k)s + v.vrank), 0)"
+            " + coalesce(%(wt)s / (%(rrf_k)s + t.trank), 0) AS score, v.vrank, t.trank"
+            " FROM vranked AS v FULL OUTER JOIN tranked AS t ON v.id = t.id"
+        )
+    columns = ", ".join(
+        [f'c."{f.column}"' for f in _CHUNK_FIELDS] + [f'd."{f.column}"' for f in _DOCUMENT_FIELDS]
+    )
+    headline = (
+        "ts_headline(%(config)s::regconfig, c.content,"
+        " websearch_to_tsquery(%(config)s::regconfig, %(highlight)s),"
+        " 'StartSel=\x02, StopSel=\x03, MaxWords=40, MinWords=15, MaxFragments=2,"
+        " FragmentDelimiter=\" … \"')"
+    )
+    sql = f"""WITH {",".join(legs)},
+fused AS ({fused} ORDER BY score DESC, id LIMIT %(k)s)
+SELECT f.score, f.vrank, f.trank, {headline}, {columns}
+FROM fused AS f JOIN django_rag_chunk AS c ON c.id = f.id
+JOIN django_rag_document AS d ON d.id = c.document_id
+ORDER BY f.score DESC, f.id"""
+    return sql, params
+
+
+def run_search(request: SearchRequest, using: str) -> list[Hit]:
+    """Run one search; SET LOCAL-scoped index settings and the query travel in one pipeline."""
+    sql, params = build_sql(request)
+    raw = _raw_connection(using)
+    autocommit = connections[using].get_autocommit()
+    settings = (
+        "SELECT set_config('hnsw.ef_search', %(ef)s, true),"
+        " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+        " set_config('ivfflat.iterative_scan', 'relaxed_order', true)"
+    )
+    with psycopg.Cursor(raw) as setup, psycopg.Cursor(raw) as cur:
+        register_vector_info(cur, _vector_type(raw))
+        try:
+            with raw.pipeline():
+                if autocommit:
+                    setup.execute("BEGIN")
+                setup.execute(
+                    settings, {"ef": str(max(request.ef_search, params["candidates"]))}, prepare=False
+                )
+                # Not prepared: a generic plan could not prove the partial index's space predicate.
+                cur.execute(sql, params, prepare=False)
+                if autocommit:
+                    setup.execute("COMMIT")
+            rows = cur.fetchall()
+        except psycopg.Error:
+            if autocommit and raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                raw.execute("ROLLBACK")  # our own BEGIN; inside the caller's atomic block Django rolls back
+            raise
+    return [_hit(row, using) for row in rows]
+
+
+def _model(model: type[Any], fields: list[Any], values: Sequence[Any], using: str) -> Any:
+    """Build an instance from raw column values, through each field's DB converters as the ORM does."""
+    connection = connections[using]
+    converted = []
+    for field_, value in zip(fields, values, strict=True):
+        col = field_.get_col(model._meta.db_table)
+        for converter in connection.ops.get_db_converters(col) + field_.get_db_converters(connection):
+            value = converter(value, col, connection)
+        converted.append(value)
+    return model.from_db(using, [f.attname for f in fields], converted)
+
+
+def _hit(row: tuple[Any, ...], using: str) -> Hit:
+    score, vrank, trank, headline = row[:4]
+    split = 4 + len(_CHUNK_FIELDS)
+    chunk = _model(Chunk, _CHUNK_FIELDS, row[4:split], using)
+    document = _model(Document, _DOCUMENT_FIELDS, row[split:], using)
+    chunk._state.fields_cache["document"] = document
+    return Hit(
+        chunk=chunk,
+        document=document,
+        score=float(score),
+        vector_rank=vrank,
+        text_rank=trank,
+        snippet=_snippet(headline),
+        page=chunk.page,
+        source_id=document.source_id,
+    )
+
+
+def _snippet(headline: str) -> SafeString:
+    """HTML-escape the chunk text, then turn ts_headline's markers into <mark>: safe to render."""
+    text = escape(headline.replace("\n", " "))
+    return mark_safe(text.replace(_MARK_START, "<mark>").replace(_MARK_STOP, "</mark>"))

@@ -1,0 +1,196 @@
+"""Text (BM25), hybrid (RRF) and filtered vector search through kb.search()."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from django.db import connection
+
+import django_rag as rag
+from django_rag.ddl import IndexSpec
+from django_rag.stores.pgsearch import K1, B, SearchRequest, build_sql
+
+pytestmark = pytest.mark.django_db
+
+CORPUS = [
+    rag.RagDocument("a", "The cat sat on the mat. The cat is orange."),
+    rag.RagDocument("b", "A dog chased the cat across the garden."),
+    rag.RagDocument("c", "Quantum chromodynamics describes the strong interaction."),
+    rag.RagDocument("d", "Gardening tips: water the garden early in the morning."),
+    rag.RagDocument("e", "The orange cat and the grey cat share one mat."),
+]
+
+
+@pytest.fixture
+def kb() -> rag.Collection:
+    collection = rag.collection("docs")
+    collection.index(CORPUS)
+    return collection
+
+
+def lexemes(text: str) -> dict[str, int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT lexeme, coalesce(array_length(positions, 1), 1) FROM unnest(to_tsvector('english', %s))",
+            [text],
+        )
+        return dict(cursor.fetchall())
+
+
+def expected_bm25(query: str) -> dict[str, float]:
+    """BM25 computed here, independently of the SQL, from PostgreSQL's lexemes."""
+    docs = {doc.source_id: lexemes(doc.text) for doc in CORPUS}
+    n = len(docs)
+    avgdl = sum(sum(tf.values()) for tf in docs.values()) / n
+    scores: dict[str, float] = {}
+    for source_id, tfs in docs.items():
+        dl = sum(tfs.values())
+        score = 0.0
+        for term in lexemes(query):
+            df = sum(1 for other in docs.values() if term in other)
+            if term in tfs:
+                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                score += idf * tfs[term] * (K1 + 1) / (tfs[term] + K1 * (1 - B + B * dl / avgdl))
+        if score:
+            scores[source_id] = score
+    return scores
+
+
+def test_text_search_scores_are_bm25_over_postgres_lexemes(kb: rag.Collection) -> None:
+    hits = kb.search("orange cats on mats", mode="text", k=10)
+    expected = expected_bm25("orange cats on mats")
+    assert {hit.source_id: hit.score for hit in hits} == pytest.approx(expected, rel=1e-9)
+    assert [hit.source_id for hit in hits] == sorted(expected, key=lambda s: -expected[s])
+    assert [hit.text_rank for hit in hits] == list(range(1, len(hits) + 1))
+    assert all(hit.vector_rank is None for hit in hits)
+
+
+def test_text_search_ranks_a_rare_term_above_a_common_one(kb: rag.Collection) -> None:
+    hits = kb.search("cat quantum", mode="text", k=5)
+    assert hits[0].source_id == "c"
+
+
+def test_text_search_stems_with_the_collection_config(kb: rag.Collection) -> None:
+    assert [hit.source_id for hit in kb.search("gardens watered", mode="text")] == ["d", "b"]
+
+
+def test_a_query_of_stop_words_finds_nothing_in_text_mode(kb: rag.Collection) -> None:
+    assert kb.search("the and on", mode="text") == []
+
+
+def test_websearch_syntax_excludes_minus_words_and_requires_quoted_phrases(kb: rag.Collection) -> None:
+    assert {h.source_id for h in kb.search("cat -dog", mode="text", syntax="websearch")} == {"a", "e"}
+    assert [h.source_id for h in kb.search('"orange cat"', mode="text", syntax="websearch")] == ["e"]
+
+
+def test_phrase_syntax_requires_the_words_in_order(kb: rag.Collection) -> None:
+    assert [h.source_id for h in kb.search("grey cat", mode="text", syntax="phrase")] == ["e"]
+
+
+def test_hybrid_fuses_both_rankings_with_reciprocal_rank_fusion(kb: rag.Collection) -> None:
+    vector = {h.source_id: h.vector_rank for h in kb.search("orange cat", mode="vector", k=5)}
+    text = {h.source_id: h.text_rank for h in kb.search("orange cat", mode="text", k=5)}
+    hits = kb.search("orange cat", mode="hybrid", k=5)
+    for hit in hits:
+        assert hit.vector_rank == vector.get(hit.source_id)
+        assert hit.text_rank == text.get(hit.source_id)
+        expected = sum(1 / (60 + rank) for rank in (hit.vector_rank, hit.text_rank) if rank)
+        assert hit.score == pytest.approx(expected)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_hybrid_with_zero_vector_weight_orders_like_the_text_leg(kb: rag.Collection) -> None:
+    text = [h.source_id for h in kb.search("garden cat", mode="text", k=5)]
+    hybrid = kb.search("garden cat", mode="hybrid", k=5, weights=(0.0, 1.0))
+    assert [h.source_id for h in hybrid][: len(text)] == text
+
+
+def test_every_mode_keeps_to_the_tenant(kb: rag.Collection) -> None:
+    kb.index([rag.RagDocument("other", "The orange cat of another tenant.")], tenant="globex")
+    for mode in ("vector", "text", "hybrid"):
+        assert "other" not in {h.source_id for h in kb.search("orange cat", mode=mode, tenant="")}
+        assert {h.source_id for h in kb.search("orange cat", mode=mode, tenant="globex")} == {"other"}
+
+
+def test_snippets_highlight_query_words_and_escape_html() -> None:
+    kb = rag.collection("docs")
+    kb.index([rag.RagDocument("x", 'Backups & "restores" < nightly')])
+    snippet = kb.search("backups", mode="text")[0].snippet
+    assert snippet.startswith("<mark>Backups</mark>")
+    assert "&amp;" in snippet and "&quot;restores&quot;" in snippet and "&lt;" in snippet
+
+
+def test_hits_carry_documents_without_extra_queries(kb: rag.Collection, django_assert_num_queries) -> None:
+    hits = kb.search("cat", mode="hybrid", k=3)
+    with django_assert_num_queries(0):
+        assert all(hit.chunk.document.source_id == hit.source_id for hit in hits)
+        assert all(hit.document.title for hit in hits)
+
+
+def test_a_text_search_on_a_vector_is_refused(kb: rag.Collection) -> None:
+    with pytest.raises(rag.QueryError, match="needs the query text"):
+        kb.search([0.0] * 64, mode="hybrid")
+
+
+@pytest.mark.parametrize("query", ["a & b", "!!!", "'unbalanced", "(x | y", "foo:*", "\\"])
+def test_query_syntax_characters_are_plain_text_in_every_syntax(kb: rag.Collection, query: str) -> None:
+    for syntax in ("plain", "phrase", "websearch"):
+        assert isinstance(kb.search(query, mode="hybrid", syntax=syntax), list)
+
+
+def test_a_one_percent_filter_on_an_hnsw_index_still_returns_k_rows() -> None:
+    kb = rag.collection("docs")
+    docs = [
+        rag.RagDocument(f"n/{i}", f"note {i} about subject {i % 50} and detail {i * 13 % 97}")
+        for i in range(2000)
+    ]
+    kb.index(docs[:1980], tenant="big")
+    kb.index(docs[1980:], tenant="rare")  # 1% of the rows
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # deferred FK checks would block CREATE INDEX
+        cursor.execute(IndexSpec(kb.space, 64).create_sql())
+        cursor.execute("ANALYZE django_rag_chunk")
+    assert "Index Scan using" in explain(kb, tenant="rare")
+    hits = kb.search("subject 7 detail", k=10, tenant="rare")
+    assert len(hits) == 10
+    assert {h.document.tenant for h in hits} == {"rare"}
+
+
+def explain(kb: rag.Collection, **scope: object) -> str:
+    from django_rag.stores.base import QueryScope
+    from django_rag.stores.pgvector import _raw_connection, _vector_type
+
+    sql, params = build_sql(
+        SearchRequest(
+            mode="hybrid",
+            collection_id=kb.pk,
+            text_config="english",
+            space=kb.space,
+            k=10,
+            text="subject 7",
+            vector=kb.get_embedder().embed_query("subject 7"),
+            scope=QueryScope(**scope),
+        )
+    )
+    raw = _raw_connection("default")
+    import psycopg
+    from pgvector.psycopg.vector import register_vector_info
+
+    with psycopg.Cursor(raw) as cur:
+        register_vector_info(cur, _vector_type(raw))
+        cur.execute("EXPLAIN " + sql, params, prepare=False)
+        return "\n".join(row[0] for row in cur.fetchall())
+
+
+def test_the_hybrid_vector_leg_uses_the_space_index_and_the_text_leg_the_postings_index() -> None:
+    kb = rag.collection("docs")
+    kb.index([rag.RagDocument(f"n/{i}", f"note {i} about subject {i % 50}") for i in range(3000)], tenant="t")
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # deferred FK checks would block CREATE INDEX
+        cursor.execute(IndexSpec(kb.space, 64).create_sql())  # built after the bulk load: faster
+        cursor.execute("ANALYZE")
+    for scope in ({}, {"tenant": "t"}):
+        plan = explain(kb, **scope)
+        assert f"Index Scan using {IndexSpec(kb.space, 64).name}" in plan, plan
+        assert "django_rag_posting_term" in plan, plan
