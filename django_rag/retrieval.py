@@ -49,7 +49,7 @@ def search(
     vector leg) and on the BM25 score in text mode. ``syntax`` (text and hybrid): ``"plain"``
     ranks any query word, ``"phrase"`` requires the words in order, ``"websearch"`` reads
     quotes, ``or`` and ``-word`` like a web search engine. Hybrid fuses the top
-    ``candidates`` of each leg (default ``max(4k, 50)``) with RRF: ``w / (rrf_k + rank)``
+    ``candidates`` of each leg (default ``max(4k, 50)``, at most 1000) with RRF: ``w / (rrf_k + rank)``
     summed over the legs, ``weights`` = (vector, text).
     """
     if mode not in MODES:
@@ -65,7 +65,7 @@ def search(
         raise QueryError(
             f"min_score is a cosine similarity between -1 and 1 in {mode} mode, got {min_score!r}"
         )
-    candidates = max(4 * k, 50) if candidates is None else candidates
+    candidates = min(max(4 * k, 50), MAX_K) if candidates is None else candidates
     if not k <= candidates <= MAX_K:
         raise QueryError(f"candidates must be between k ({k}) and {MAX_K}, got {candidates}")
     if rrf_k < 1 or len(weights) != 2 or min(weights) < 0:
@@ -95,7 +95,7 @@ def search(
     if mode != "vector":
         options["syntax"] = syntax
     return get_store().search(
-        collection.name,
+        collection,
         mode=mode,
         k=k,
         space=embedder.space,
@@ -104,3 +104,4 @@ def search(
         scope=scope,
         **options,
     )
+

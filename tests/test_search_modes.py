@@ -194,3 +194,32 @@ def test_the_hybrid_vector_leg_uses_the_space_index_and_the_text_leg_the_posting
         plan = explain(kb, **scope)
         assert f"Index Scan using {IndexSpec(kb.space, 64).name}" in plan, plan
         assert "django_rag_posting_term" in plan, plan
+
+
+def test_orm_text_search_matches_kb_search_and_composes_with_filters(kb: rag.Collection) -> None:
+    kb.index([rag.RagDocument("g", "The orange cat of globex.")], tenant="globex")
+    expected = [(h.source_id, h.score) for h in kb.search("orange cat", mode="text", k=3, tenant="")]
+    qs = kb.chunks().text_search("orange cat", k=3).filter(tenant="").select_related("document")
+    got = [(chunk.document.source_id, chunk.text_score) for chunk in qs]
+    assert [source for source, _ in got] == [source for source, _ in expected]
+    assert [score for _, score in got] == pytest.approx([score for _, score in expected], rel=1e-9)
+
+
+def test_orm_text_search_needs_a_collection() -> None:
+    from django_rag.models import Chunk
+
+    with pytest.raises(rag.ConfigurationError, match="needs a collection"):
+        Chunk.objects.text_search("cat")
+
+
+def test_orm_nearest_keeps_k_rows_under_a_selective_filter() -> None:
+    kb = rag.collection("docs")
+    kb.index([rag.RagDocument(f"n/{i}", f"entry {i} on theme {i % 40}") for i in range(1500)], tenant="big")
+    kb.index([rag.RagDocument(f"r/{i}", f"entry rare {i}") for i in range(15)], tenant="rare")
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute(IndexSpec(kb.space, 64).create_sql())
+        cursor.execute("ANALYZE django_rag_chunk")
+    rows = list(kb.chunks().nearest("entry theme 3", k=10).filter(tenant="rare"))
+    assert len(rows) == 10
+    assert [r.distance for r in rows] == sorted(r.distance for r in rows)

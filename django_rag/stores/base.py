@@ -84,6 +84,21 @@ class VectorStore(Protocol):
         """The ``k`` chunks nearest ``vector``, best first, scored by cosine similarity."""
         ...
 
+    def search(
+        self,
+        collection: Any,
+        *,
+        mode: str,
+        k: int,
+        space: str,
+        text: str = "",
+        vector: Sequence[float] | None = None,
+        scope: QueryScope | None = None,
+        **options: Any,
+    ) -> list[Hit]:
+        """``query`` generalised to modes ("vector", "text", "hybrid"); ``collection`` is a name or a row."""
+        ...
+
     def delete(self, collection: str, *, source_id: str | None = None, prefix: str | None = None) -> int:
         """Delete one document (exact ``source_id``) or all under ``prefix``; return how many."""
         ...

@@ -104,7 +104,8 @@ class MemoryStore:
     ) -> list[Hit]:
         if mode != "vector" or vector is None:
             raise QueryError(f"the memory store supports vector search only, not mode={mode!r}")
-        return self.query(collection, vector, k, space=space, scope=scope)
+        # Collection.search passes the model row; this store keys collections by name.
+        return self.query(str(collection), vector, k, space=space, scope=scope)
 
     def _check_space(self, collection: str, space: str) -> None:
         spaces = {

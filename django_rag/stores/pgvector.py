@@ -279,10 +279,11 @@ class PgVectorStore:
             return docs.delete()[1].get(Document._meta.label, 0)
 
 
-def _collection(name: str, using: str) -> Collection:
+def _collection(name: str | Collection, using: str) -> Collection:
     from ..api import collection
 
-    return collection(name, using=using)
+    # Callers holding the row already (Collection.search) save the lookup's round trip.
+    return name if isinstance(name, Collection) else collection(name, using=using)
 
 
 def _last_wins(
