@@ -80,7 +80,9 @@ def load_beir(folder: str | Path, split: str = "test") -> BeirDataset:
     folder = Path(folder)
     qrels_path = folder / "qrels" / f"{split}.tsv"
     if not qrels_path.exists():
-        available = sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
+        available = (
+            sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
+        )
         raise ConfigurationError(f"no qrels for split {split!r} in {folder} (available: {available})")
     qrels: dict[str, dict[str, int]] = {}
     with open(qrels_path, encoding="utf-8") as handle:
@@ -90,8 +92,15 @@ def load_beir(folder: str | Path, split: str = "test") -> BeirDataset:
                 continue  # header
             if len(parts) >= 3:
                 qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
-    corpus = {str(row["_id"]): (row.get("title") or "", row.get("text") or "") for row in _jsonl(_find(folder, "corpus.jsonl"))}
-    queries = {str(row["_id"]): row["text"] for row in _jsonl(_find(folder, "queries.jsonl")) if str(row["_id"]) in qrels}
+    corpus = {
+        str(row["_id"]): (row.get("title") or "", row.get("text") or "")
+        for row in _jsonl(_find(folder, "corpus.jsonl"))
+    }
+    queries = {
+        str(row["_id"]): row["text"]
+        for row in _jsonl(_find(folder, "queries.jsonl"))
+        if str(row["_id"]) in qrels
+    }
     return BeirDataset(corpus=corpus, queries=queries, qrels={q: r for q, r in qrels.items() if q in queries})
 
 
@@ -115,8 +124,13 @@ def reciprocal_rank_at(ranking: list[str], judged: dict[str, int], k: int = 10) 
     return 0.0
 
 
-def index_dataset(collection: Collection, dataset: BeirDataset, *, batch_size: int = 64,
-                  progress: Callable[[int], None] | None = None) -> SyncResult:
+def index_dataset(
+    collection: Collection,
+    dataset: BeirDataset,
+    *,
+    batch_size: int = 64,
+    progress: Callable[[int], None] | None = None,
+) -> SyncResult:
     from .indexing import index_documents
 
     total = SyncResult()
@@ -135,8 +149,9 @@ def index_dataset(collection: Collection, dataset: BeirDataset, *, batch_size: i
     return total
 
 
-def evaluate(collection: Collection, dataset: BeirDataset, modes: list[str], *, depth: int = 100,
-             **search_options: Any) -> list[ModeReport]:
+def evaluate(
+    collection: Collection, dataset: BeirDataset, modes: list[str], *, depth: int = 100, **search_options: Any
+) -> list[ModeReport]:
     """Run every judged query in every mode; document rank = rank of its best chunk."""
     reports = []
     # Chunked documents take several chunk slots: ask for more chunks than documents needed.
@@ -162,6 +177,9 @@ def evaluate(collection: Collection, dataset: BeirDataset, modes: list[str], *, 
             report.latencies_ms.append((time.perf_counter() - started) * 1000)
         count = max(len(dataset.queries), 1)
         report.ndcg10, report.recall100, report.mrr10 = (
-            report.ndcg10 / count, report.recall100 / count, report.mrr10 / count)
+            report.ndcg10 / count,
+            report.recall100 / count,
+            report.mrr10 / count,
+        )
         reports.append(report)
     return reports

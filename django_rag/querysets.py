@@ -186,7 +186,11 @@ class ChunkQuerySet(models.QuerySet):
             qs = qs.filter(search_vector=SearchQuery(text, config=coll.text_config, search_type=syntax))
         elif syntax != "plain":
             raise QueryError(f"unknown query syntax {syntax!r}; use plain, phrase or websearch")
-        qs = qs.defer("embedding", "search_vector").annotate(text_score=score).order_by("-text_score", "pk")[:k]
+        qs = (
+            qs.defer("embedding", "search_vector")
+            .annotate(text_score=score)
+            .order_by("-text_score", "pk")[:k]
+        )
         qs._rag_limit = (qs.query.low_mark, qs.query.high_mark)
         return qs
 
@@ -211,7 +215,9 @@ class ChunkQuerySet(models.QuerySet):
             return collection
         if self._rag_collection is not None:
             return self._rag_collection
-        raise ConfigurationError("text search needs a collection: kb.chunks().text_search(...) or collection='name'")
+        raise ConfigurationError(
+            "text search needs a collection: kb.chunks().text_search(...) or collection='name'"
+        )
 
     def _resolve_embedder(
         self, collection: Collection | str | None, embedder: Embedder | str | None

@@ -15,8 +15,10 @@ from django_rag.retrieval import MODES
 
 
 class Command(BaseCommand):
-    help = ("Index a BEIR dataset (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv) into a scratch collection and "
-            "print nDCG@10, recall@100, MRR@10 and query latency for each search mode.")
+    help = (
+        "Index a BEIR dataset (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv) into a scratch collection and "
+        "print nDCG@10, recall@100, MRR@10 and query latency for each search mode."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("dataset", type=Path)
@@ -39,22 +41,34 @@ class Command(BaseCommand):
             if options["limit_queries"]:
                 keep = list(dataset.queries)[: options["limit_queries"]]
                 dataset.queries = {q: dataset.queries[q] for q in keep}
-            kb = collection(name, create=True, embedder=options["embedder"], text_config=options["text_config"])
-            self.stdout.write(f"{len(dataset.corpus)} documents, {len(dataset.queries)} judged queries "
-                              f"({options['split']}); collection '{kb.name}' ({kb.space}, {kb.text_config})")
+            kb = collection(
+                name, create=True, embedder=options["embedder"], text_config=options["text_config"]
+            )
+            self.stdout.write(
+                f"{len(dataset.corpus)} documents, {len(dataset.queries)} judged queries "
+                f"({options['split']}); collection '{kb.name}' ({kb.space}, {kb.text_config})"
+            )
             bar = _bar(len(dataset.corpus), options["verbosity"])
-            synced = index_dataset(kb, dataset, batch_size=options["batch_size"], progress=bar.update if bar else None)
+            synced = index_dataset(
+                kb, dataset, batch_size=options["batch_size"], progress=bar.update if bar else None
+            )
             if bar:
                 bar.close()
-            self.stdout.write(f"indexed: {synced.added} chunks added, {synced.unchanged} unchanged, "
-                              f"{synced.embedded} embedded")
+            self.stdout.write(
+                f"indexed: {synced.added} chunks added, {synced.unchanged} unchanged, "
+                f"{synced.embedded} embedded"
+            )
             reports = evaluate(kb, dataset, modes)
         except RagError as exc:
             raise CommandError(str(exc)) from exc
-        self.stdout.write(f"\n{'mode':<8} {'nDCG@10':>8} {'R@100':>7} {'MRR@10':>7} {'p50 ms':>7} {'p95 ms':>7}")
+        self.stdout.write(
+            f"\n{'mode':<8} {'nDCG@10':>8} {'R@100':>7} {'MRR@10':>7} {'p50 ms':>7} {'p95 ms':>7}"
+        )
         for report in reports:
-            self.stdout.write(f"{report.mode:<8} {report.ndcg10:>8.4f} {report.recall100:>7.4f} {report.mrr10:>7.4f} "
-                              f"{report.p50:>7.1f} {report.p95:>7.1f}")
+            self.stdout.write(
+                f"{report.mode:<8} {report.ndcg10:>8.4f} {report.recall100:>7.4f} {report.mrr10:>7.4f} "
+                f"{report.p50:>7.1f} {report.p95:>7.1f}"
+            )
         self.stdout.write("latency: k=10 searches over up to 100 queries, embedding of the query included")
 
 

@@ -61,7 +61,8 @@ class Command(BaseCommand):
         sync = report.sync
         self.stdout.write(
             f"{report.count('loaded')} sources loaded into {sync.documents} documents; "
-            f"chunks added {sync.added}, removed {sync.removed}, unchanged {sync.unchanged} ({sync.embedded} embedded); "
+            f"chunks added {sync.added}, removed {sync.removed}, unchanged {sync.unchanged} "
+            f"({sync.embedded} embedded); "
             f"{report.count('skipped')} skipped, {report.count('failed')} failed"
         )
         if report.failed:
