@@ -15,17 +15,20 @@ from importlib import import_module
 from typing import Any
 
 from .exceptions import (
+    ChatError,
     ConfigurationError,
     EmbedderError,
     LoaderError,
     OutboundPolicyError,
     QueryError,
     RagError,
+    RerankerError,
 )
 from .types import Answer, ChunkData, Hit, IngestResult, RagDocument, SyncResult
 
 __all__ = [
     "Answer",
+    "ChatError",
     "Chunk",
     "ChunkData",
     "Collection",
@@ -40,6 +43,7 @@ __all__ = [
     "QueryError",
     "RagDocument",
     "RagError",
+    "RerankerError",
     "SyncResult",
     "collection",
     "get_embedder",

@@ -29,6 +29,8 @@ DEFAULTS: dict[str, Any] = {
         },
     },
     "CHAT": {"BACKEND": "django_rag.answer.OpenAIChat", "MODEL": "gpt-4o-mini"},
+    # alias -> {"BACKEND": dotted path, **options}; see django_rag.rerank. None configured by default.
+    "RERANKERS": {},
     # name -> options (see DEFAULT_COLLECTION_OPTIONS); created in the database on first use.
     "COLLECTIONS": {},
     "STORE": "django_rag.stores.pgvector.PgVectorStore",
@@ -75,9 +77,13 @@ class RagSettings:
 
     def reload(self) -> None:
         self._merged = None
+        from .chat import _cached_chat
         from .embedders.base import _cached_embedder
+        from .rerank import _cached_reranker
 
         _cached_embedder.cache_clear()
+        _cached_chat.cache_clear()
+        _cached_reranker.cache_clear()
 
 
 rag_settings = RagSettings()

@@ -1,12 +1,14 @@
 """The errors django-rag raises. Every one is a ``RagError``."""
 
 __all__ = [
+    "ChatError",
     "ConfigurationError",
     "EmbedderError",
     "LoaderError",
     "OutboundPolicyError",
     "QueryError",
     "RagError",
+    "RerankerError",
 ]
 
 
@@ -28,6 +30,14 @@ class OutboundPolicyError(RagError):
 
 class EmbedderError(RagError):
     """The embedding backend failed (after its retries) or returned something unusable."""
+
+
+class ChatError(RagError):
+    """The chat backend failed (after its retries), refused the request or broke off a stream."""
+
+
+class RerankerError(RagError):
+    """The reranker failed (after its retries) or returned something unusable."""
 
 
 class QueryError(RagError, ValueError):

@@ -6,15 +6,12 @@ The ``openai`` package is an optional extra, imported only when this backend is 
 
 from __future__ import annotations
 
-import email.utils
 import functools
-import logging
 import os
-import random
-import time
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ConfigurationError, EmbedderError
+from ..retry import RetryPolicy, call_openai, openai_error_message
 from .base import BaseEmbedder, Vector
 
 if TYPE_CHECKING:
@@ -22,11 +19,6 @@ if TYPE_CHECKING:
     from openai.types import CreateEmbeddingResponse
 
 __all__ = ["OpenAIEmbedder"]
-
-logger = logging.getLogger(__name__)
-
-# 408 and 409 are transient on OpenAI (request and lock timeouts), as the official client also treats them.
-_RETRY_STATUSES = frozenset({408, 409, 429})
 
 
 class OpenAIEmbedder(BaseEmbedder):
@@ -84,6 +76,7 @@ class OpenAIEmbedder(BaseEmbedder):
         self.max_retries = int(max_retries)
         self.backoff_base = float(backoff_base)
         self.backoff_max = float(backoff_max)
+        self.retry_policy = RetryPolicy(self.max_retries, self.backoff_base, self.backoff_max)
         # Only the text-embedding-3 family accepts `dimensions`; older models and most local
         # servers reject or ignore it, so it is opt-in for them.
         self.send_dimensions = (
@@ -124,52 +117,17 @@ class OpenAIEmbedder(BaseEmbedder):
         return [vector for vector in vectors if vector is not None]
 
     def _with_retries(self, params: dict[str, Any]) -> CreateEmbeddingResponse:
-        openai = _import_openai()
-        attempts = self.max_retries + 1
-        for attempt in range(1, attempts + 1):
-            retry_after: float | None = None
-            try:
-                return self.client.embeddings.create(**params)
-            except openai.APIStatusError as exc:
-                if exc.status_code not in _RETRY_STATUSES and exc.status_code < 500:
-                    raise EmbedderError(self._rejection(exc.status_code, exc)) from exc
-                error: Exception = exc
-                failure = f"HTTP {exc.status_code}: {_message(exc)}"
-                retry_after = _retry_after(exc.response.headers)
-            except openai.APITimeoutError as exc:
-                error, failure = exc, f"timed out after {self.timeout:g}s"
-            except openai.APIConnectionError as exc:
-                error, failure = exc, f"connection error: {exc.__cause__ or exc}"
-            except (openai.OpenAIError, ValueError) as exc:
-                # A malformed body (bad JSON, no data) will not get better by asking again.
-                raise EmbedderError(f"{self._where()} returned an unusable response: {exc}") from exc
-            if attempt == attempts:
-                raise EmbedderError(
-                    f"{self._where()} failed after {attempts} attempts (last: {failure}); "
-                    "check the service or raise MAX_RETRIES"
-                ) from error
-            delay = self._delay(attempt, retry_after)
-            logger.warning(
-                "%s: attempt %d/%d failed (%s); retrying in %.2fs",
-                self._where(),
-                attempt,
-                attempts,
-                failure,
-                delay,
-            )
-            time.sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        """Seconds to wait before attempt ``attempt + 1``."""
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), self.backoff_max)
-        delay = min(self.backoff_base * 2 ** (attempt - 1), self.backoff_max)
-        # Equal jitter: callers that failed together (one rate limit, many workers) spread out.
-        return delay / 2 + random.uniform(0, delay / 2)
+        return call_openai(
+            lambda: self.client.embeddings.create(**params),
+            self.retry_policy,
+            timeout=self.timeout,
+            where=self._where,
+            error=EmbedderError,
+            rejection=self._rejection,
+        )
 
     def _rejection(self, status: int, exc: Exception) -> str:
-        where, detail = self._where(), _message(exc)
+        where, detail = self._where(), openai_error_message(exc)
         if status == 401:
             return (
                 f"OpenAI rejected the API key at {self._base_url()} (401: {detail}); check "
@@ -204,31 +162,3 @@ def _import_openai() -> Any:
             'OpenAIEmbedder needs the openai package: pip install "django-rag[openai]"'
         ) from exc
     return openai
-
-
-def _message(exc: Exception) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-    return str(getattr(exc, "message", exc))
-
-
-def _retry_after(headers: Any) -> float | None:
-    """The server's requested wait in seconds, from ``retry-after-ms`` or ``Retry-After``."""
-    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return float(value) / divisor
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value:
-        try:
-            return email.utils.parsedate_to_datetime(value).timestamp() - time.time()
-        except (TypeError, ValueError):
-            return None
-    return None

@@ -1,0 +1,287 @@
+"""``ask()``: answer a question from a collection, citing the passages it used.
+
+Search finds the passages; they go to the chat model as a numbered context block next to the
+question, under rules that make the model answer only from them, cite them as ``[n]`` and
+treat them as data, never as instructions (see ``django_rag.prompts``). ``[n]`` markers in the
+reply map back to the hits. When search finds nothing (or nothing above ``min_score``) the
+chat model is not called at all.
+
+Three layers, for callers that need more than ``ask``: ``prepare()`` searches and builds a
+``Prompt`` (``sources[n - 1]`` is passage ``[n]``), ``answer_prompt()`` asks the model, and
+``AnswerStream`` streams it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+from django.utils.translation import gettext_lazy as _
+
+from .chat import ChatBackend, Message, OpenAIChat, get_chat
+from .exceptions import QueryError
+from .prompts import SYSTEM_PROMPT, build_messages, cited_numbers, format_context
+from .querysets import MAX_QUERY_CHARS, check_k
+from .types import Answer, Hit
+
+if TYPE_CHECKING:
+    from .models import Collection
+
+__all__ = [
+    "NOT_ENOUGH_INFORMATION",
+    "SYSTEM_PROMPT",
+    "AnswerStream",
+    "ChatBackend",
+    "OpenAIChat",
+    "Prompt",
+    "answer_prompt",
+    "ask",
+    "ask_stream",
+    "build_messages",
+    "cited_numbers",
+    "format_context",
+    "get_chat",
+    "prepare",
+]
+
+NOT_ENOUGH_INFORMATION = _("I don't have enough information in the available documents to answer that.")
+
+
+@dataclass
+class Prompt:
+    """A question ready for the chat model: ``sources[n - 1]`` is passage ``[n]`` of ``messages``."""
+
+    question: str
+    sources: list[Hit]
+    messages: list[Message] = field(default_factory=list)
+
+    def cited(self, text: str) -> list[tuple[int, Hit]]:
+        """``(n, hit)`` for each valid ``[n]`` in ``text``, de-duplicated, in order of first mention."""
+        return [(number, self.sources[number - 1]) for number in cited_numbers(text, len(self.sources))]
+
+    def citations(self, text: str) -> list[Hit]:
+        return [hit for _, hit in self.cited(text)]
+
+
+def prepare(
+    collection: Collection | str,
+    question: str,
+    *,
+    k: int = 6,
+    mode: str = "vector",
+    min_score: float | None = None,
+    filters: dict[str, Any] | None = None,
+    tags: Sequence[str] | None = None,
+    tenant: str | None = None,
+    system_prompt: str | None = None,
+    **search_options: Any,
+) -> Prompt:
+    """Search ``collection`` (a Collection or its name) for ``question`` and build the prompt.
+
+    No chat call yet. ``search_options`` go to ``search()`` unchanged (``source_prefix``,
+    ``syntax``, and ``rerank``/``mmr`` once search offers them); ``system_prompt`` replaces
+    ``SYSTEM_PROMPT``.
+    """
+    if not isinstance(question, str):
+        raise QueryError(f"the question must be a string, got {type(question).__name__}")
+    if not question.strip():
+        raise QueryError("the question is empty")
+    if len(question) > MAX_QUERY_CHARS:
+        raise QueryError(f"the question is {len(question)} characters long; the limit is {MAX_QUERY_CHARS}")
+    check_k(k)
+    hits = _collection(collection).search(
+        question,
+        k=k,
+        mode=mode,
+        min_score=min_score,
+        filters=filters,
+        tags=tags,
+        tenant=tenant,
+        **search_options,
+    )
+    messages = build_messages(question, hits, system_prompt) if hits else []
+    return Prompt(question=question, sources=list(hits), messages=messages)
+
+
+def answer_prompt(prompt: Prompt, *, chat: ChatBackend | None = None) -> Answer:
+    """Ask the chat model (default ``RAG["CHAT"]``) and map its ``[n]`` citations to ``prompt.sources``."""
+    if not prompt.sources:
+        return _not_enough()
+    text, usage = (chat or get_chat()).complete(prompt.messages)
+    return Answer(text=text, citations=prompt.citations(text), usage=usage)
+
+
+class AnswerStream:
+    """A streamed answer: iterate for text deltas; ``answer`` holds the full ``Answer`` afterwards.
+
+    ``sources`` is known before the first delta (render ``[n]`` links as they arrive);
+    ``citations`` lists the sources cited so far. Reading ``answer`` before the end consumes
+    the rest of the stream. Nothing is sent to the chat model until iteration starts.
+    """
+
+    def __init__(self, prompt: Prompt, *, chat: ChatBackend | None = None) -> None:
+        self.prompt = prompt
+        self._chat = chat
+        self._parts: list[str] = []
+        self._answer: Answer | None = None
+        self._deltas = self._generate()  # a generator: runs only when iterated
+
+    @property
+    def sources(self) -> list[Hit]:
+        return self.prompt.sources
+
+    @property
+    def text(self) -> str:
+        """The text received so far."""
+        return "".join(self._parts)
+
+    @property
+    def citations(self) -> list[Hit]:
+        return self.prompt.citations(self.text)
+
+    @property
+    def answer(self) -> Answer:
+        if self._answer is None:
+            for _delta in self._deltas:
+                pass
+        if self._answer is None:
+            raise RuntimeError("the answer stream was closed before it finished")
+        return self._answer
+
+    def __iter__(self) -> Iterator[str]:
+        return self._deltas
+
+    def _generate(self) -> Iterator[str]:
+        if not self.prompt.sources:
+            answer = _not_enough()
+            self._parts.append(answer.text)
+            yield answer.text
+            self._answer = answer
+            return
+        stream = (self._chat or get_chat()).stream(self.prompt.messages)
+        for delta in stream:
+            self._parts.append(delta)
+            yield delta
+        self._answer = Answer(text=self.text, citations=self.citations, usage=dict(stream.usage))
+
+
+@overload
+def ask(
+    collection: Collection | str,
+    question: str,
+    *,
+    stream: Literal[False] = ...,
+    k: int = ...,
+    mode: str = ...,
+    min_score: float | None = ...,
+    filters: dict[str, Any] | None = ...,
+    tags: Sequence[str] | None = ...,
+    tenant: str | None = ...,
+    chat: ChatBackend | None = ...,
+    system_prompt: str | None = ...,
+    **search_options: Any,
+) -> Answer: ...
+@overload
+def ask(
+    collection: Collection | str,
+    question: str,
+    *,
+    stream: Literal[True],
+    k: int = ...,
+    mode: str = ...,
+    min_score: float | None = ...,
+    filters: dict[str, Any] | None = ...,
+    tags: Sequence[str] | None = ...,
+    tenant: str | None = ...,
+    chat: ChatBackend | None = ...,
+    system_prompt: str | None = ...,
+    **search_options: Any,
+) -> AnswerStream: ...
+def ask(
+    collection: Collection | str,
+    question: str,
+    *,
+    stream: bool = False,
+    k: int = 6,
+    mode: str = "vector",
+    min_score: float | None = None,
+    filters: dict[str, Any] | None = None,
+    tags: Sequence[str] | None = None,
+    tenant: str | None = None,
+    chat: ChatBackend | None = None,
+    system_prompt: str | None = None,
+    **search_options: Any,
+) -> Answer | AnswerStream:
+    """Answer ``question`` from ``collection``: ``Answer(text, citations, usage)``.
+
+    ``citations`` are the hits the reply cites as ``[n]``, in order of first mention
+    (numbers outside the context are ignored). ``chat`` defaults to ``RAG["CHAT"]``; the other
+    options are ``prepare()``'s. With ``stream=True`` the result is an ``AnswerStream`` (see
+    ``ask_stream``). When no hit is found (or none passes ``min_score``) the answer is
+    ``NOT_ENOUGH_INFORMATION`` and the chat model is not called.
+    """
+    prompt = prepare(
+        collection,
+        question,
+        k=k,
+        mode=mode,
+        min_score=min_score,
+        filters=filters,
+        tags=tags,
+        tenant=tenant,
+        system_prompt=system_prompt,
+        **search_options,
+    )
+    if stream:
+        return AnswerStream(prompt, chat=chat)
+    return answer_prompt(prompt, chat=chat)
+
+
+def ask_stream(
+    collection: Collection | str,
+    question: str,
+    *,
+    k: int = 6,
+    mode: str = "vector",
+    min_score: float | None = None,
+    filters: dict[str, Any] | None = None,
+    tags: Sequence[str] | None = None,
+    tenant: str | None = None,
+    chat: ChatBackend | None = None,
+    system_prompt: str | None = None,
+    **search_options: Any,
+) -> AnswerStream:
+    """``ask`` as a stream::
+
+    stream = ask_stream(kb, "how do I back up?")
+    stream.sources                      # the numbered passages, before any delta
+    for delta in stream:
+        print(delta, end="", flush=True)
+    stream.answer                       # Answer(text, citations, usage)
+    """
+    prompt = prepare(
+        collection,
+        question,
+        k=k,
+        mode=mode,
+        min_score=min_score,
+        filters=filters,
+        tags=tags,
+        tenant=tenant,
+        system_prompt=system_prompt,
+        **search_options,
+    )
+    return AnswerStream(prompt, chat=chat)
+
+
+def _not_enough() -> Answer:
+    return Answer(text=str(NOT_ENOUGH_INFORMATION), citations=[], usage={})
+
+
+def _collection(collection: Collection | str) -> Collection:
+    if isinstance(collection, str):
+        from .api import collection as get_collection
+
+        return get_collection(collection)
+    return collection

@@ -1,0 +1,78 @@
+"""Search a collection from the shell: ``manage.py rag_search "how do I back up?" --collection docs``."""
+
+from __future__ import annotations
+
+import json
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+from django.utils.translation import gettext as _
+
+from django_rag.exceptions import RagError
+from django_rag.management.options import add_search_arguments, get_collection, one_line, search_options
+from django_rag.retrieval import search
+from django_rag.types import Hit
+
+
+class Command(BaseCommand):
+    help = (
+        "Search a collection and print the best chunks: rank, score, source id, page and a snippet "
+        "(-v 2: the whole chunk; --json: one JSON object per line)."
+    )
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("query", help="What to search for.")
+        add_search_arguments(parser, default_k=8)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            kb = get_collection(options["collection"])
+            hits = search(kb, options["query"], **search_options(options))
+        except RagError as exc:
+            raise CommandError(str(exc)) from exc
+        if options["json"]:
+            for rank, hit in enumerate(hits, start=1):
+                self.stdout.write(json.dumps(hit_json(rank, hit), ensure_ascii=False))
+            return
+        verbosity = options["verbosity"]
+        if verbosity >= 2:
+            self.stdout.write(
+                _("%(count)d hits for %(query)r in %(collection)s (%(mode)s)")
+                % {
+                    "count": len(hits),
+                    "query": options["query"],
+                    "collection": kb.name,
+                    "mode": options["mode"],
+                }
+            )
+        if not hits:
+            if verbosity >= 1:
+                self.stdout.write(_("No results."))
+            return
+        for rank, hit in enumerate(hits, start=1):
+            line = f"{rank:>3}  {hit.score:.4f}  {hit.source_id}"
+            if verbosity >= 1:
+                page = f"  p.{hit.page}" if hit.page is not None else ""
+                snippet = one_line(hit.snippet, markup=True) if hit.snippet else one_line(hit.content)
+                line += f"{page}  {snippet}"
+            self.stdout.write(line)
+            if verbosity >= 2:
+                self.stdout.write("\n".join(f"       {text}" for text in hit.content.splitlines()) + "\n")
+
+
+def hit_json(rank: int, hit: Hit) -> dict[str, Any]:
+    document = hit.document
+    return {
+        "rank": rank,
+        "score": hit.score,
+        "source_id": hit.source_id,
+        "title": document.title if document is not None else "",
+        "source": document.source if document is not None else "",
+        "page": hit.page,
+        "chunk_index": hit.chunk.index,
+        "vector_rank": hit.vector_rank,
+        "text_rank": hit.text_rank,
+        "snippet": hit.snippet,
+        "content": hit.content,
+    }

@@ -1,0 +1,106 @@
+"""Options ``rag_search`` and ``rag_ask`` share: which collection, which mode, which scope."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import CommandError
+from django.utils.html import strip_tags
+from django.utils.translation import gettext as _
+
+from django_rag.conf import rag_settings
+from django_rag.models import Collection
+from django_rag.retrieval import MODES, SYNTAXES
+from django_rag.types import Hit
+
+__all__ = ["add_search_arguments", "get_collection", "hit_label", "one_line", "search_options"]
+
+_SPACE = re.compile(r"\s+")
+# ts_headline's highlight markers (and any other control character) have no place on a terminal line.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def add_search_arguments(parser: ArgumentParser, *, default_k: int) -> None:
+    parser.add_argument(
+        "--collection",
+        "-c",
+        help="Collection name (default: the only collection declared in RAG['COLLECTIONS']).",
+    )
+    parser.add_argument("-k", type=int, default=default_k, help=f"Number of hits (default {default_k}).")
+    parser.add_argument("--mode", default="vector", help=f"Search mode: {', '.join(MODES)} (default vector).")
+    parser.add_argument("--syntax", help=f"Text query syntax in text and hybrid mode: {', '.join(SYNTAXES)}.")
+    parser.add_argument("--tenant", help="Only documents of this tenant.")
+    parser.add_argument("--tags", help="Comma-separated tags; a document matches if it has any of them.")
+    parser.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Metadata equality filter; repeatable. VALUE is read as JSON when it parses (2024, true), "
+        "else as a string.",
+    )
+    parser.add_argument("--min-score", type=float, help="Drop hits scoring below this.")
+    parser.add_argument("--json", action="store_true", help="Machine-readable output.")
+
+
+def search_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments for ``search``/``ask`` from parsed command options."""
+    kwargs: dict[str, Any] = {"k": options["k"], "mode": options["mode"]}
+    if options["tenant"] is not None:
+        kwargs["tenant"] = options["tenant"]
+    if options["tags"] is not None:
+        tags = [tag.strip() for tag in options["tags"].split(",") if tag.strip()]
+        if not tags:
+            raise CommandError(_("--tags needs at least one tag, e.g. --tags manual,faq"))
+        kwargs["tags"] = tags
+    if options["filter"]:
+        kwargs["filters"] = dict(_parse_filter(item) for item in options["filter"])
+    if options["min_score"] is not None:
+        kwargs["min_score"] = options["min_score"]
+    if options["syntax"] is not None:
+        kwargs["syntax"] = options["syntax"]
+    return kwargs
+
+
+def _parse_filter(item: str) -> tuple[str, Any]:
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise CommandError(_("--filter takes KEY=VALUE, got %(item)r") % {"item": item})
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    return key.strip(), value
+
+
+def get_collection(name: str | None) -> Collection:
+    """The named collection, or the only declared one; a CommandError names the choices otherwise."""
+    from django_rag.api import collection
+
+    if name is None:
+        declared = sorted(rag_settings.COLLECTIONS)
+        if len(declared) != 1:
+            raise CommandError(
+                _("pass --collection NAME (declared collections: %(names)s)")
+                % {"names": ", ".join(declared) or "none"}
+            )
+        name = declared[0]
+    return collection(name)
+
+
+def one_line(text: str, width: int = 100, *, markup: bool = False) -> str:
+    """``text`` on one terminal line, cut at ``width``; ``markup=True`` for HTML (search snippets)."""
+    if markup:
+        text = html.unescape(strip_tags(text))
+    text = _SPACE.sub(" ", _CONTROL.sub("", text)).strip()
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+
+
+def hit_label(hit: Hit) -> str:
+    """``title, page p`` for a hit, as the prompt numbers it."""
+    title = (hit.document.title if hit.document is not None else "") or hit.source_id
+    return title if hit.page is None else _("%(title)s, page %(page)s") % {"title": title, "page": hit.page}
