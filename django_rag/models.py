@@ -81,6 +81,12 @@ class Collection(models.Model):
 
         return search(self, query, **kwargs)
 
+    def ask(self, question: str, **kwargs: Any) -> Any:
+        """Answer ``question`` from this collection with citations; see ``django_rag.answer.ask``."""
+        from .answer import ask
+
+        return ask(self, question, **kwargs)
+
 
 class Document(models.Model):
     """One logical source (a file, a page, a model row), identified by ``source_id``."""

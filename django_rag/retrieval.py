@@ -40,6 +40,9 @@ def search(
     candidates: int | None = None,
     rrf_k: int = 60,
     weights: tuple[float, float] = (1.0, 1.0),
+    rerank: Any = None,
+    mmr: bool = False,
+    mmr_lambda: float = 0.5,
 ) -> list[Hit]:
     """The ``k`` best chunks of ``collection`` for ``query``, best first.
 
@@ -51,6 +54,11 @@ def search(
     quotes, ``or`` and ``-word`` like a web search engine. Hybrid fuses the top
     ``candidates`` of each leg (default ``max(4k, 50)``, at most 1000) with RRF: ``w / (rrf_k + rank)``
     summed over the legs, ``weights`` = (vector, text).
+
+    ``rerank`` (an alias of ``RAG["RERANKERS"]``, a config dict, a Reranker or a
+    ``func(query, texts) -> scores``) re-scores the top ``candidates`` and keeps the best
+    ``k``; ``mmr=True`` then picks ``k`` of them trading relevance for diversity
+    (``mmr_lambda`` 1.0 = pure relevance). Both widen the retrieval to ``candidates``.
     """
     if mode not in MODES:
         raise QueryError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
@@ -89,19 +97,34 @@ def search(
     scope = QueryScope(
         tenant=tenant, tags=tags, filters=filters, source_prefix=source_prefix, min_score=min_score
     )
+    if not 0.0 <= mmr_lambda <= 1.0:
+        raise QueryError(f"mmr_lambda must be between 0 and 1, got {mmr_lambda!r}")
+    if (rerank is not None or mmr) and not text:
+        raise QueryError("rerank and mmr need the query text")
     options: dict[str, Any] = {}
     if mode == "hybrid":
         options = {"candidates": candidates, "rrf_k": rrf_k, "weights": tuple(weights)}
     if mode != "vector":
         options["syntax"] = syntax
-    return get_store().search(
+    widened = candidates if rerank is not None or mmr else k
+    hits = get_store().search(
         collection,
         mode=mode,
-        k=k,
+        k=widened,
         space=embedder.space,
         text=text,
         vector=vector,
         scope=scope,
         **options,
     )
+    if rerank is not None:
+        from .rerank import get_reranker
 
+        hits = get_reranker(rerank).rerank(text, hits, top_n=None if mmr else k)
+    if mmr:
+        from .conf import rag_settings
+        from .mmr import mmr_hits
+
+        query_vector = vector if vector is not None else embedder.embed_query(text)
+        hits = mmr_hits(query_vector, hits, k, mmr_lambda, using=rag_settings.DATABASE)
+    return hits[:k]

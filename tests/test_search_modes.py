@@ -223,3 +223,53 @@ def test_orm_nearest_keeps_k_rows_under_a_selective_filter() -> None:
     rows = list(kb.chunks().nearest("entry theme 3", k=10).filter(tenant="rare"))
     assert len(rows) == 10
     assert [r.distance for r in rows] == sorted(r.distance for r in rows)
+
+
+def test_rerank_reorders_the_widened_candidates_and_keeps_k(kb: rag.Collection) -> None:
+    def prefer_gardens(query: str, texts: list[str]) -> list[float]:
+        return [1.0 if "garden" in text.lower() else 0.0 for text in texts]
+
+    hits = kb.search("cat", mode="hybrid", k=2, rerank=prefer_gardens)
+    assert len(hits) == 2
+    assert {h.source_id for h in hits} <= {"b", "d"} and hits[0].score == 1.0
+
+
+def test_mmr_trades_a_near_duplicate_for_a_different_chunk() -> None:
+    kb = rag.collection("docs")
+    kb.index(
+        [
+            rag.RagDocument("x1", "orange cat sleeps on the mat"),
+            rag.RagDocument("x2", "orange cat sleeps on the mat today"),
+            rag.RagDocument("y", "orange juice recipe"),
+        ]
+    )
+    plain = [h.source_id for h in kb.search("orange cat sleeps", k=2)]
+    diverse = [h.source_id for h in kb.search("orange cat sleeps", k=2, mmr=True, mmr_lambda=0.3)]
+    assert set(plain) == {"x1", "x2"}
+    assert "y" in diverse and len(diverse) == 2
+
+
+def test_collection_ask_answers_with_citations_from_a_loopback_model(kb: rag.Collection) -> None:
+    from django.test import override_settings
+
+    from django_rag.testing import OpenAICompatibleServer
+
+    with OpenAICompatibleServer() as server:
+        chat = {
+            "BACKEND": "django_rag.answer.OpenAIChat",
+            "MODEL": "m",
+            "BASE_URL": server.base_url,
+            "API_KEY": "k",
+        }
+        with override_settings(
+            RAG={
+                "CHAT": chat,
+                "COLLECTIONS": {"docs": {}},
+                "EMBEDDERS": {
+                    "default": {"BACKEND": "django_rag.embedders.hashing.HashingEmbedder", "DIMENSIONS": 64}
+                },
+            }
+        ):
+            answer = rag.collection("docs").ask("what does the cat sit on?", mode="hybrid")
+    assert "[1]" in answer.text
+    assert answer.citations and answer.citations[0].document is not None
