@@ -53,6 +53,10 @@ def check_k(k: int) -> int:
 
 
 def check_query_text(query: str) -> str:
+    if not isinstance(query, str):
+        raise QueryError(f"the search query must be a string, got {type(query).__name__}")
+    # PostgreSQL text cannot hold NUL; it carries no meaning in a query anyway.
+    query = query.replace("\x00", "")
     if not query.strip():
         raise QueryError("the search query is empty")
     if len(query) > MAX_QUERY_CHARS:

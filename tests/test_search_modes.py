@@ -273,3 +273,10 @@ def test_collection_ask_answers_with_citations_from_a_loopback_model(kb: rag.Col
             answer = rag.collection("docs").ask("what does the cat sit on?", mode="hybrid")
     assert "[1]" in answer.text
     assert answer.citations and answer.citations[0].document is not None
+
+
+def test_nul_bytes_in_a_query_are_dropped_not_sent_to_postgres(kb: rag.Collection) -> None:
+    for mode in ("vector", "text", "hybrid"):
+        assert kb.search("orange\x00 cat", mode=mode, k=3)[0].source_id in {"a", "e"}
+    with pytest.raises(rag.QueryError, match="empty"):
+        kb.search("\x00\x00", mode="text")
