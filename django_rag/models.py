@@ -184,7 +184,9 @@ class Posting(models.Model):
 
     ``tf`` is the lexeme's occurrences in the chunk (PostgreSQL keeps at most 256 positions per
     lexeme, so very repetitive chunks saturate, as BM25 does anyway) and ``dl`` the chunk's
-    length in lexemes. Never written by the app directly.
+    length in lexemes. Postings carry the chunk's embedding space, so that a collection moving
+    to a new embedder keeps one consistent BM25 per space and an unfiltered text search never
+    touches the chunk table before its top-k cut. Never written by the app directly.
     """
 
     pk = models.CompositePrimaryKey("chunk_id", "term")
@@ -195,6 +197,7 @@ class Posting(models.Model):
     collection = models.ForeignKey(
         Collection, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
     )
+    space = models.CharField(max_length=200)
     term = models.TextField()
     tf = models.IntegerField()
     dl = models.IntegerField()
@@ -202,13 +205,15 @@ class Posting(models.Model):
     class Meta:
         indexes = [
             models.Index(
-                fields=["collection", "term"], include=["chunk", "tf", "dl"], name="django_rag_posting_term"
+                fields=["collection", "space", "term"],
+                include=["chunk", "tf", "dl"],
+                name="django_rag_posting_term",
             ),
         ]
 
 
 class TextStats(models.Model):
-    """Per-collection chunk count and total length for BM25, as deltas in a few shard rows.
+    """Per-collection, per-space chunk count and total length for BM25, as deltas in shard rows.
 
     Each writer adds its deltas to the shard of its database backend, so concurrent ingestion
     into one collection does not queue on a single row; readers sum the shards.
@@ -217,11 +222,14 @@ class TextStats(models.Model):
     collection = models.ForeignKey(
         Collection, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
     )
+    space = models.CharField(max_length=200)
     shard = models.SmallIntegerField()
     chunks = models.BigIntegerField(default=0)
     length = models.BigIntegerField(default=0)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["collection", "shard"], name="django_rag_textstats_shard"),
+            models.UniqueConstraint(
+                fields=["collection", "space", "shard"], name="django_rag_textstats_shard"
+            ),
         ]

@@ -31,9 +31,11 @@ _TERM_STATS = """
 WITH terms AS (SELECT DISTINCT u.lexeme AS term FROM unnest(to_tsvector(%s::regconfig, %s)) AS u),
 stats AS (
     SELECT greatest(sum(chunks), 1)::float8 AS n, greatest(sum(length), 1)::float8 / greatest(sum(chunks), 1)
-    FROM django_rag_textstats WHERE collection_id = %s
+    FROM django_rag_textstats WHERE collection_id = %s AND space = %s
 )
-SELECT t.term, (SELECT count(*) FROM django_rag_posting AS p WHERE p.collection_id = %s AND p.term = t.term),
+SELECT t.term,
+       (SELECT count(*) FROM django_rag_posting AS p
+        WHERE p.collection_id = %s AND p.space = %s AND p.term = t.term),
        s.n, s.avgdl
 FROM terms AS t CROSS JOIN stats AS s(n, avgdl)
 """
@@ -168,7 +170,8 @@ class ChunkQuerySet(models.QuerySet):
         coll = self._resolve_collection(collection)
         text = check_query_text(query)
         with connections[self.db].cursor() as cursor:
-            cursor.execute(_TERM_STATS, [coll.text_config, text, coll.pk, coll.pk])
+            space = coll.space
+            cursor.execute(_TERM_STATS, [coll.text_config, text, coll.pk, space, coll.pk, space])
             rows = cursor.fetchall()
         terms = [term for term, *_ in rows]
         dfs = [df for _, df, _, _ in rows]
@@ -182,10 +185,11 @@ class ChunkQuerySet(models.QuerySet):
             output_field=models.FloatField(),
         )
         matching = RawSQL(
-            "SELECT chunk_id FROM django_rag_posting WHERE collection_id = %s AND term = ANY(%s::text[])",
-            [coll.pk, terms],
+            "SELECT chunk_id FROM django_rag_posting WHERE collection_id = %s AND space = %s "
+            "AND term = ANY(%s::text[])",
+            [coll.pk, space, terms],
         )
-        qs = self.filter(collection=coll, space=coll.space, id__in=matching)
+        qs = self.filter(collection=coll, space=space, id__in=matching)
         if syntax in ("phrase", "websearch"):
             qs = qs.filter(search_vector=SearchQuery(text, config=coll.text_config, search_type=syntax))
         elif syntax != "plain":

@@ -28,6 +28,8 @@ class Command(BaseCommand):
         parser.add_argument("--embedder", default="default", help="Embedder alias for a new collection.")
         parser.add_argument("--text-config", default="english")
         parser.add_argument("--batch-size", type=int, default=64)
+        parser.add_argument("--chunk-size", type=int, help="Chunk size (tokens) for a new collection.")
+        parser.add_argument("--chunk-overlap", type=int, help="Chunk overlap (tokens) for a new collection.")
         parser.add_argument("--limit-queries", type=int, help="Evaluate only the first N judged queries.")
 
     def handle(self, *args: Any, **options: Any) -> None:
