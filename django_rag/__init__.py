@@ -53,6 +53,8 @@ __all__ = [
     "load_pdf",
     "load_text",
     "load_web",
+    "register",
+    "unregister",
 ]
 
 _LAZY = {
@@ -68,6 +70,8 @@ _LAZY = {
     "load_web": "django_rag.loaders",
     "OutboundPolicy": "django_rag.outbound",
     "guarded_fetch": "django_rag.outbound",
+    "register": "django_rag.media",
+    "unregister": "django_rag.media",
 }
 
 

@@ -9,3 +9,7 @@ class DjangoRagConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the system checks)
+        from .media import connect_signals
+
+        # Models registered in a models.py are known by now; later ones connect when registered.
+        connect_signals()

@@ -1,5 +1,6 @@
 """A small site using django-rag: embedded PostgreSQL (or DATABASE_URL) and a local embedder."""
 
+import os
 from pathlib import Path
 
 from django_rag.database import database_config
@@ -59,3 +60,8 @@ RAG = {
         "docs": {"TEXT_CONFIG": "english", "CHUNK_SIZE": 128, "CHUNK_OVERLAP": 16},
     },
 }
+
+# Celery (example_project/celery.py). With no broker, uploads are ingested inline after commit;
+# with one (CELERY_BROKER_URL=redis://127.0.0.1:6379/0), a worker ingests them.
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
+CELERY_TASK_IGNORE_RESULT = True

@@ -1,5 +1,6 @@
 """Settings for the test suite: real PostgreSQL + pgvector (DATABASE_URL or the embedded server)."""
 
+import json
 import os
 
 from django_rag.database import database_config
@@ -62,3 +63,44 @@ RAG = {
         "notes": {"TEXT_CONFIG": "simple", "CHUNK_SIZE": 64, "CHUNK_OVERLAP": 8},
     },
 }
+
+# --- Automatic ingestion: tests/test_media*.py, test_celery_worker.py, test_s3.py ---------------
+INSTALLED_APPS += ["tests.mediaapp"]
+# Shared by pytest and the Celery workers it starts (they inherit DJANGO_RAG_TEST_DB).
+MEDIA_ROOT = f"/var/tmp/django-rag/test-media/{os.environ['DJANGO_RAG_TEST_DB']}"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    # The S3 tests point this at moto's server on loopback (tests/mediaapp/storage.py).
+    "s3": {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": "django-rag-tests",
+            "endpoint_url": os.environ.get("DJANGO_RAG_TEST_S3_URL", "http://127.0.0.1:1"),
+            "access_key": "testing",
+            "secret_key": "testing",
+            "region_name": "us-east-1",
+            "addressing_style": "path",
+            "querystring_auth": False,
+        },
+    },
+}
+# Celery (tests/celeryapp.py): a key prefix and a queue of this run's own, so concurrent runs
+# sharing the Redis on 127.0.0.1:6379 never see each other's tasks.
+CELERY_BROKER_URL = os.environ.get("DJANGO_RAG_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+CELERY_TASK_DEFAULT_QUEUE = f"django-rag-{os.environ['DJANGO_RAG_TEST_DB']}"
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "global_keyprefix": f"{os.environ['DJANGO_RAG_TEST_DB']}:",
+    # A killed worker's task is redelivered after this many seconds, checked every second.
+    "visibility_timeout": 4,
+    "unacked_restore_interval": 1,
+    "unacked_restore_throttle": 1,
+}
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+RAG["MEDIA"] = {"MAX_RETRIES": 3, "RETRY_BACKOFF": 0.2, "RETRY_BACKOFF_MAX": 1.0}
+if os.environ.get("DJANGO_RAG_TEST_WORKER"):
+    # A Celery worker started by the tests works in the test database pytest created.
+    DATABASES["default"]["NAME"] = os.environ["DJANGO_RAG_TEST_DB"]
+    # Per-worker RAG keys (e.g. a slow or remote embedder), as JSON.
+    RAG.update(json.loads(os.environ.get("DJANGO_RAG_TEST_RAG", "{}")))

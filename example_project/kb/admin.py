@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _
+
+from django_rag.admin import reindex_selected
+from django_rag.media import document_for
+
+from .models import Attachment
+
+
+@admin.register(Attachment)
+class AttachmentAdmin(admin.ModelAdmin):
+    """Upload a file here and it becomes searchable; the list shows how its ingestion went."""
+
+    list_display = ["__str__", "tenant", "owner", "uploaded_at", "indexing"]
+    list_filter = ["tenant"]
+    search_fields = ["title", "file"]
+    fields = ["title", "file", "tenant", "owner"]
+    actions = [reindex_selected]
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        if obj.owner_id is None and request.user.is_authenticated:
+            obj.owner = request.user
+        super().save_model(request, obj, form, change)
+
+    @admin.display(description=_("indexing"))
+    def indexing(self, obj: Attachment) -> str:
+        document = document_for(obj)
+        if document is None:
+            return str(_("queued"))
+        if document.status_reason:
+            return f"{document.get_status_display()} ({document.status_reason})"
+        return str(document.get_status_display())

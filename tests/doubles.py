@@ -1,0 +1,36 @@
+"""Embedders for the ingestion tests: the hashing embedder's space ("hashing:N"), with a twist."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from django_rag.embedders.base import Vector
+from django_rag.embedders.hashing import HashingEmbedder
+
+
+class PausingEmbedder(HashingEmbedder):
+    """Touches ``marker`` and sleeps ``seconds`` before embedding: a worker to kill mid-ingestion."""
+
+    def __init__(self, *, marker: str, seconds: float = 120.0, **options: Any) -> None:
+        super().__init__(**options)
+        self.marker = Path(marker)
+        self.seconds = seconds
+
+    def _embed(self, texts: list[str], kind: str) -> list[Vector]:
+        self.marker.touch()
+        time.sleep(self.seconds)
+        return super()._embed(texts, kind)
+
+
+class EditingEmbedder(HashingEmbedder):
+    """Runs ``EditingEmbedder.edit`` once, as if another request saved the row mid-ingestion."""
+
+    edit: Any = None
+
+    def _embed(self, texts: list[str], kind: str) -> list[Vector]:
+        edit, EditingEmbedder.edit = EditingEmbedder.edit, None
+        if edit is not None:
+            edit()
+        return super()._embed(texts, kind)
