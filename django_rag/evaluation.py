@@ -160,7 +160,7 @@ def evaluate(
         report = ModeReport(mode, 0.0, 0.0, 0.0)
         for query_id, text in dataset.queries.items():
             started = time.perf_counter()
-            hits = collection.search(text, k=chunk_k, mode=mode, **search_options)
+            hits = collection.search(text, k=chunk_k, mode=mode, snippets=False, **search_options)
             report.deep_latencies_ms.append((time.perf_counter() - started) * 1000)
             ranking: list[str] = []
             for hit in hits:

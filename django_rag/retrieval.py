@@ -43,6 +43,7 @@ def search(
     rerank: Any = None,
     mmr: bool = False,
     mmr_lambda: float = 0.5,
+    snippets: bool = True,
 ) -> list[Hit]:
     """The ``k`` best chunks of ``collection`` for ``query``, best first.
 
@@ -59,6 +60,8 @@ def search(
     ``func(query, texts) -> scores``) re-scores the top ``candidates`` and keeps the best
     ``k``; ``mmr=True`` then picks ``k`` of them trading relevance for diversity
     (``mmr_lambda`` 1.0 = pure relevance). Both widen the retrieval to ``candidates``.
+    ``snippets=False`` skips the highlighted snippets (``ts_headline`` is the costliest part
+    of a deep search).
     """
     if mode not in MODES:
         raise QueryError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
@@ -101,9 +104,9 @@ def search(
         raise QueryError(f"mmr_lambda must be between 0 and 1, got {mmr_lambda!r}")
     if (rerank is not None or mmr) and not text:
         raise QueryError("rerank and mmr need the query text")
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {} if snippets else {"snippets": False}
     if mode == "hybrid":
-        options = {"candidates": candidates, "rrf_k": rrf_k, "weights": tuple(weights)}
+        options.update(candidates=candidates, rrf_k=rrf_k, weights=tuple(weights))
     if mode != "vector":
         options["syntax"] = syntax
     widened = candidates if rerank is not None or mmr else k

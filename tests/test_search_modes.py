@@ -157,7 +157,7 @@ def test_a_one_percent_filter_on_an_hnsw_index_still_returns_k_rows() -> None:
     assert {h.document.tenant for h in hits} == {"rare"}
 
 
-def explain(kb: rag.Collection, **scope: object) -> str:
+def explain(kb: rag.Collection, generic: bool = False, **scope: object) -> str:
     from django_rag.stores.base import QueryScope
     from django_rag.stores.pgvector import _raw_connection, _vector_type
 
@@ -179,7 +179,10 @@ def explain(kb: rag.Collection, **scope: object) -> str:
 
     with psycopg.Cursor(raw) as cur:
         register_vector_info(cur, _vector_type(raw))
-        cur.execute("EXPLAIN " + sql, params, prepare=False)
+        if generic:
+            # What a prepared statement runs after psycopg's prepare_threshold: a generic plan.
+            cur.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cur.execute("EXPLAIN " + sql, params, prepare=generic)
         return "\n".join(row[0] for row in cur.fetchall())
 
 
@@ -190,8 +193,8 @@ def test_the_hybrid_vector_leg_uses_the_space_index_and_the_text_leg_the_posting
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # deferred FK checks would block CREATE INDEX
         cursor.execute(IndexSpec(kb.space, 64).create_sql())  # built after the bulk load: faster
         cursor.execute("ANALYZE")
-    for scope in ({}, {"tenant": "t"}):
-        plan = explain(kb, **scope)
+    for scope, generic in (({}, False), ({"tenant": "t"}, False), ({}, True), ({"tenant": "t"}, True)):
+        plan = explain(kb, generic, **scope)
         assert f"Index Scan using {IndexSpec(kb.space, 64).name}" in plan, plan
         assert "django_rag_posting_term" in plan, plan
 

@@ -24,7 +24,7 @@ from django.utils.safestring import SafeString, mark_safe
 from pgvector import Vector
 from pgvector.psycopg.vector import register_vector_info
 
-from ..ddl import IndexSpec
+from ..ddl import IndexSpec, quote_literal
 from ..models import Chunk, Document
 from ..types import Hit
 from .base import PREFIX_SEPARATORS, QueryScope
@@ -58,6 +58,7 @@ class SearchRequest:
     weights: tuple[float, float] = (1.0, 1.0)
     syntax: str = "plain"
     ef_search: int = 40
+    snippets: bool = True
 
 
 def bm25_expression(tf: str, dl: str, df: str, n: str, avgdl: str) -> str:
@@ -96,7 +97,7 @@ def _filters(scope: QueryScope, params: dict[str, Any]) -> str:
     return sql
 
 
-def _vector_leg(request: SearchRequest, params: dict[str, Any], filters: str) -> str:
+def _vector_leg(request: SearchRequest, params: dict[str, Any], filters: str, space: str) -> str:
     spec = IndexSpec(request.space, len(request.vector or ()))
     typed = spec.column_type if spec.indexable else "vector"
     params["vector"] = Vector(list(request.vector or ()))
@@ -108,13 +109,13 @@ def _vector_leg(request: SearchRequest, params: dict[str, Any], filters: str) ->
     return f"""
 vec AS MATERIALIZED (
     SELECT c.id, {distance} AS distance FROM django_rag_chunk AS c
-    WHERE c.collection_id = %(collection)s AND c.space = %(space)s{filters}{floor}
+    WHERE c.collection_id = %(collection)s AND c.space = {space}{filters}{floor}
     ORDER BY distance LIMIT %(candidates)s
 ),
 vranked AS (SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS vrank FROM vec)"""
 
 
-def _text_leg(request: SearchRequest, params: dict[str, Any], filters: str) -> str:
+def _text_leg(request: SearchRequest, params: dict[str, Any], filters: str, space: str) -> str:
     params["text"] = request.text
     params["config"] = request.text_config
     matcher = ""
@@ -139,12 +140,12 @@ terms AS (
 stats AS (
     SELECT greatest(sum(chunks), 1)::float8 AS n,
            greatest(sum(length), 1)::float8 / greatest(sum(chunks), 1)::float8 AS avgdl
-    FROM django_rag_textstats WHERE collection_id = %(collection)s AND space = %(space)s
+    FROM django_rag_textstats WHERE collection_id = %(collection)s AND space = {space}
 ),
 post AS (
     SELECT p.chunk_id, p.tf::float8 AS tf, p.dl::float8 AS dl, count(*) OVER (PARTITION BY p.term)::float8 AS df
     FROM django_rag_posting AS p
-    WHERE p.collection_id = %(collection)s AND p.space = %(space)s
+    WHERE p.collection_id = %(collection)s AND p.space = {space}
       AND p.term = ANY (ARRAY(SELECT term FROM terms))
 ),
 bm25 AS (
@@ -161,7 +162,6 @@ tranked AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS tra
 def build_sql(request: SearchRequest) -> tuple[str, dict[str, Any]]:
     params: dict[str, Any] = {
         "collection": request.collection_id,
-        "space": request.space,
         "candidates": request.candidates if request.mode == "hybrid" else request.k,
         "k": request.k,
         "config": request.text_config,
@@ -169,11 +169,14 @@ def build_sql(request: SearchRequest) -> tuple[str, dict[str, Any]]:
         "highlight": " or ".join(re.findall(r"\w+", request.text)) or "",
     }
     filters = _filters(request.scope, params)
+    # The space is inlined, not bound: it comes from settings, never from users, and a cached
+    # generic plan can only use the space's partial index if it sees the literal.
+    space = quote_literal(request.space)
     legs = []
     if request.mode in ("vector", "hybrid"):
-        legs.append(_vector_leg(request, params, filters))
+        legs.append(_vector_leg(request, params, filters, space))
     if request.mode in ("text", "hybrid"):
-        legs.append(_text_leg(request, params, filters))
+        legs.append(_text_leg(request, params, filters, space))
     if request.mode == "vector":
         fused = "SELECT id, 1 - distance AS score, vrank, NULL::bigint AS trank FROM vranked"
     elif request.mode == "text":
@@ -195,6 +198,8 @@ def build_sql(request: SearchRequest) -> tuple[str, dict[str, Any]]:
         " 'StartSel=\x02, StopSel=\x03, MaxWords=40, MinWords=15, MaxFragments=2,"
         ' FragmentDelimiter=" … "\')'
     )
+    if not request.snippets:
+        headline = "''"
     sql = f"""WITH {",".join(legs)},
 fused AS ({fused} ORDER BY score DESC, id LIMIT %(k)s)
 SELECT f.score, f.vrank, f.trank, {headline}, {columns}
@@ -223,8 +228,9 @@ def run_search(request: SearchRequest, using: str) -> list[Hit]:
                 setup.execute(
                     settings, {"ef": str(max(request.ef_search, params["candidates"]))}, prepare=False
                 )
-                # Not prepared: a generic plan could not prove the partial index's space predicate.
-                cur.execute(sql, params, prepare=False)
+                # Prepared after a few runs (psycopg's prepare_threshold, settable in DATABASES
+                # OPTIONS): planning this statement costs more than running it on small collections.
+                cur.execute(sql, params)
                 if autocommit:
                     setup.execute("COMMIT")
             rows = cur.fetchall()

@@ -46,6 +46,11 @@ class Command(BaseCommand):
             kb = collection(
                 name, create=True, embedder=options["embedder"], text_config=options["text_config"]
             )
+            chunking = {f: options[f] for f in ("chunk_size", "chunk_overlap") if options[f] is not None}
+            if chunking:
+                for field, value in chunking.items():
+                    setattr(kb, field, value)
+                kb.save(update_fields=[*chunking, "updated_at"])
             self.stdout.write(
                 f"{len(dataset.corpus)} documents, {len(dataset.queries)} judged queries "
                 f"({options['split']}); collection '{kb.name}' ({kb.space}, {kb.text_config})"
