@@ -143,7 +143,8 @@ stats AS (
     FROM django_rag_textstats WHERE collection_id = %(collection)s AND space = {space}
 ),
 post AS (
-    SELECT p.chunk_id, p.tf::float8 AS tf, p.dl::float8 AS dl, count(*) OVER (PARTITION BY p.term)::float8 AS df
+    SELECT p.chunk_id, p.tf::float8 AS tf, p.dl::float8 AS dl,
+           count(*) OVER (PARTITION BY p.term)::float8 AS df
     FROM django_rag_posting AS p
     WHERE p.collection_id = %(collection)s AND p.space = {space}
       AND p.term = ANY (ARRAY(SELECT term FROM terms))
