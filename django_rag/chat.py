@@ -12,8 +12,7 @@ import os
 from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from django.utils.module_loading import import_string
-
+from .backends import load_backend
 from .exceptions import ChatError, ConfigurationError
 from .retry import RetryPolicy, call_openai, openai_error_message
 
@@ -220,18 +219,7 @@ def _import_openai() -> Any:
 
 def load_chat(config: dict[str, Any]) -> ChatBackend:
     """Build a chat backend from ``{"BACKEND": "dotted.path", "MODEL": ..., **options}``."""
-    options = dict(config)
-    backend = options.pop("BACKEND", None)
-    if not backend:
-        raise ConfigurationError("RAG['CHAT'] needs a 'BACKEND' dotted path")
-    try:
-        cls = import_string(backend)
-    except ImportError as exc:
-        raise ConfigurationError(f"cannot import chat backend {backend!r}: {exc}") from exc
-    try:
-        return cls(**{key.lower(): value for key, value in options.items()})
-    except TypeError as exc:
-        raise ConfigurationError(f"chat backend {backend!r} does not accept these options: {exc}") from exc
+    return load_backend(config, "chat backend")
 
 
 @functools.cache

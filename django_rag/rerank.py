@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 import requests
 from django.utils.module_loading import import_string
 
+from .backends import load_backend
 from .exceptions import ConfigurationError, QueryError, RerankerError
 from .retry import RetryPolicy, TransientFailure, is_transient_status, retry_after_seconds, retry_call
 from .types import Hit
@@ -201,20 +202,7 @@ def _name(function: Callable[..., Any]) -> str:
 
 def load_reranker(config: dict[str, Any]) -> Reranker:
     """Build a reranker from ``{"BACKEND": "dotted.path", **options}`` (option names lower-cased)."""
-    options = dict(config)
-    backend = options.pop("BACKEND", None)
-    if not backend:
-        raise ConfigurationError("a reranker config needs a 'BACKEND' dotted path")
-    try:
-        cls = import_string(backend)
-    except ImportError as exc:
-        raise ConfigurationError(f"cannot import reranker backend {backend!r}: {exc}") from exc
-    try:
-        return cls(**{key.lower(): value for key, value in options.items()})
-    except TypeError as exc:
-        raise ConfigurationError(
-            f"reranker backend {backend!r} does not accept these options: {exc}"
-        ) from exc
+    return load_backend(config, "reranker")
 
 
 @functools.cache

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from django.utils.module_loading import import_string
-
+from ..backends import load_backend
 from ..exceptions import ConfigurationError
 
-__all__ = ["BaseEmbedder", "Embedder", "get_embedder", "load_embedder", "normalize"]
+__all__ = ["BaseEmbedder", "Embedder", "get_embedder", "load_embedder"]
 
 Vector = list[float]
 
@@ -97,22 +95,9 @@ class BaseEmbedder:
         return f"<{type(self).__name__} {self.space}>"
 
 
-def normalize(vector: Sequence[float]) -> Vector:
-    norm = math.sqrt(sum(x * x for x in vector))
-    return [x / norm for x in vector] if norm else list(vector)
-
-
 def load_embedder(config: dict[str, Any]) -> Embedder:
     """Build an embedder from ``{"BACKEND": "dotted.path", "MODEL": ..., **options}``."""
-    options = dict(config)
-    backend = options.pop("BACKEND", None)
-    if not backend:
-        raise ConfigurationError("an embedder config needs a 'BACKEND' dotted path")
-    try:
-        cls = import_string(backend)
-    except ImportError as exc:
-        raise ConfigurationError(f"cannot import embedder backend {backend!r}: {exc}") from exc
-    return cls(**{key.lower(): value for key, value in options.items()})
+    return load_backend(config, "embedder")
 
 
 @functools.cache
