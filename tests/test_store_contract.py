@@ -199,3 +199,16 @@ def test_upsert_many_syncs_a_batch_of_documents_at_once(store: VectorStore) -> N
 def test_upsert_many_keeps_the_last_version_of_a_document_named_twice(store: VectorStore) -> None:
     store.upsert_many("docs", [(doc("a"), chunks("old text")), (doc("a"), chunks("new text"))], space=SPACE)
     assert [hit.content for hit in search(store, "text")] == ["new text"]
+
+
+@pytest.mark.django_db
+def test_pgvector_writes_send_vectors_in_binary(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Float-to-text conversion was over half of bulk_create's cost: the store must never do it.
+    from pgvector import Vector
+
+    def refuse(self: Vector) -> str:
+        raise AssertionError("a vector was converted to text for a write")
+
+    monkeypatch.setattr(Vector, "to_text", refuse)
+    result = PgVectorStore().upsert("docs", doc("a"), chunks("binary please", "and again"), space=SPACE)
+    assert result.added == 2

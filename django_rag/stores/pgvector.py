@@ -2,8 +2,9 @@
 
 Writes run under a transaction-scoped advisory lock on (collection, source_id), so two syncs
 of one document serialize while different documents ingest in parallel. New chunk rows go
-in with one ``INSERT ... SELECT FROM unnest(...)`` whose vectors travel in pgvector's binary
-format: one round trip per document, never one per row.
+in with one ``INSERT ... SELECT FROM unnest(...)`` whose array parameters travel in binary
+(vectors in pgvector's binary format: no float-to-text conversion): a fixed number of
+statements per batch of documents, never one per row.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ _vector_info: weakref.WeakKeyDictionary[psycopg.Connection[Any], TypeInfo] = wea
 
 _LOCK = """
 SELECT count(pg_advisory_xact_lock(hashtextextended(s, %(collection)s)))
-FROM (SELECT s FROM unnest(%(ids)s::text[]) AS s ORDER BY s) AS ordered
+FROM (SELECT s FROM unnest(%(ids)b::text[]) AS s ORDER BY s) AS ordered
 """
 
 _UPSERT_DOCUMENTS = """
@@ -43,9 +44,9 @@ INSERT INTO django_rag_document
 SELECT %(collection)s, d.source_id, d.title, d.source, d.content_type, d.loader, d.metadata,
        ARRAY(SELECT jsonb_array_elements_text(d.tags)), d.tenant, d.owner_type, d.owner_id,
        'indexed', '', '', d.content_hash, d.page_count, now(), now()
-FROM unnest(%(source_id)s::text[], %(title)s::text[], %(source)s::text[], %(content_type)s::text[],
-            %(loader)s::text[], %(metadata)s::jsonb[], %(tags)s::jsonb[], %(tenant)s::text[],
-            %(owner_type)s::int4[], %(owner_id)s::text[], %(content_hash)s::text[], %(page_count)s::int4[])
+FROM unnest(%(source_id)b::text[], %(title)b::text[], %(source)b::text[], %(content_type)b::text[],
+            %(loader)b::text[], %(metadata)b::jsonb[], %(tags)b::jsonb[], %(tenant)b::text[],
+            %(owner_type)b::int4[], %(owner_id)b::text[], %(content_hash)b::text[], %(page_count)b::int4[])
      AS d(source_id, title, source, content_type, loader, metadata, tags, tenant, owner_type, owner_id,
           content_hash, page_count)
 ON CONFLICT (collection_id, source_id) DO UPDATE SET
@@ -69,9 +70,9 @@ INSERT INTO django_rag_chunk
      page, char_start, char_end, metadata, embedding, search_vector)
 SELECT c.doc, %(collection)s, d.tenant, d.tags, %(space)s, c.idx, c.content, c.hash, c.tokens,
        c.page, c.cstart, c.cend, c.meta, c.embedding, to_tsvector(%(config)s::regconfig, c.content)
-FROM unnest(%(doc)s::int8[], %(idx)s::int4[], %(content)s::text[], %(hash)s::text[], %(tokens)s::int4[],
-            %(page)s::int4[], %(cstart)s::int4[], %(cend)s::int4[], %(meta)s::jsonb[],
-            %(embedding)s::vector[])
+FROM unnest(%(doc)b::int8[], %(idx)b::int4[], %(content)b::text[], %(hash)b::text[], %(tokens)b::int4[],
+            %(page)b::int4[], %(cstart)b::int4[], %(cend)b::int4[], %(meta)b::jsonb[],
+            %(embedding)b::vector[])
      AS c(doc, idx, content, hash, tokens, page, cstart, cend, meta, embedding)
 JOIN django_rag_document AS d ON d.id = c.doc
 """
@@ -80,8 +81,8 @@ _UPDATE_KEPT = """
 UPDATE django_rag_chunk AS t
 SET "index" = c.idx, page = c.page, char_start = c.cstart, char_end = c.cend, token_count = c.tokens,
     metadata = c.meta
-FROM unnest(%(id)s::int8[], %(idx)s::int4[], %(page)s::int4[], %(cstart)s::int4[], %(cend)s::int4[],
-            %(tokens)s::int4[], %(meta)s::jsonb[]) AS c(id, idx, page, cstart, cend, tokens, meta)
+FROM unnest(%(id)b::int8[], %(idx)b::int4[], %(page)b::int4[], %(cstart)b::int4[], %(cend)b::int4[],
+            %(tokens)b::int4[], %(meta)b::jsonb[]) AS c(id, idx, page, cstart, cend, tokens, meta)
 WHERE t.id = c.id
   AND (t."index", t.page, t.char_start, t.char_end, t.token_count, t.metadata)
       IS DISTINCT FROM (c.idx, c.page, c.cstart, c.cend, c.tokens, c.meta)
