@@ -28,6 +28,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("queries", nargs="*", help="Questions to search for (default: a few examples).")
         parser.add_argument("-k", type=int, default=3)
+        parser.add_argument("--mode", default="hybrid", choices=["vector", "text", "hybrid"])
 
     def handle(self, *args: Any, **options: Any) -> None:
         kb = rag.collection("docs")
@@ -49,7 +50,7 @@ class Command(BaseCommand):
             f"{result.embedded} embedded."
         )
         for query in options["queries"] or QUERIES:
-            self.stdout.write(self.style.MIGRATE_HEADING(f"\n? {query}"))
-            for hit in kb.search(query, k=options["k"]):
+            self.stdout.write(self.style.MIGRATE_HEADING(f"\n? {query}  ({options['mode']} search)"))
+            for hit in kb.search(query, k=options["k"], mode=options["mode"]):
                 text = " ".join(hit.chunk.content.split())
                 self.stdout.write(f"  {hit.score:.3f}  {hit.source_id:<20} {text[:90]}...")
