@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .exceptions import LoaderError, OutboundPolicyError
+from .ingestion import EMPTY_TEXT, TOO_LARGE, UNSUPPORTED_TYPE
 from .types import RagDocument, SyncResult
 
 if TYPE_CHECKING:
@@ -86,11 +87,11 @@ def load_source(
             content_type = guess_content_type(path.name)
             if content_type is None or not _supported(content_type):
                 return SourceOutcome(
-                    label, "skipped", f"unsupported-type ({content_type or path.suffix or '?'})"
+                    label, "skipped", f"{UNSUPPORTED_TYPE} ({content_type or path.suffix or '?'})"
                 )
             size = path.stat().st_size
             if size > max_bytes:
-                return SourceOutcome(label, "skipped", f"too-large ({size} bytes > {max_bytes})")
+                return SourceOutcome(label, "skipped", f"{TOO_LARGE} ({size} bytes > {max_bytes})")
             data = path.read_bytes()
             sid = source_id or path.as_posix()
             meta = {"source": path.as_posix()}
@@ -101,7 +102,7 @@ def load_source(
     except (LoaderError, OutboundPolicyError, OSError) as exc:
         return SourceOutcome(label, "failed", str(exc))
     if not docs:
-        return SourceOutcome(label, "skipped", "empty-text")
+        return SourceOutcome(label, "skipped", EMPTY_TEXT)
     return SourceOutcome(label, "loaded", documents=docs)
 
 
