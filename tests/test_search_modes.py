@@ -283,3 +283,13 @@ def test_nul_bytes_in_a_query_are_dropped_not_sent_to_postgres(kb: rag.Collectio
         assert kb.search("orange\x00 cat", mode=mode, k=3)[0].source_id in {"a", "e"}
     with pytest.raises(rag.QueryError, match="empty"):
         kb.search("\x00\x00", mode="text")
+
+
+def test_vector_hits_get_the_escaped_opening_of_their_chunk_as_snippet() -> None:
+    kb = rag.collection("docs")
+    words = " ".join(f"w{i}" for i in range(60))
+    kb.index([rag.RagDocument("v", f"<b>Bold</b> & {words}")])
+    snippet = kb.search("bold", mode="vector", k=1)[0].snippet
+    assert snippet.startswith("&lt;b&gt;Bold&lt;/b&gt; &amp; w0 w1")
+    assert snippet.endswith("w37 …")
+    assert kb.search("bold", mode="vector", k=1, snippets=False)[0].snippet == ""

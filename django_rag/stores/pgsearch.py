@@ -201,6 +201,10 @@ def build_sql(request: SearchRequest) -> tuple[str, dict[str, Any]]:
     )
     if not request.snippets:
         headline = "''"
+    elif request.mode == "vector":
+        # Nothing lexical to highlight: the snippet is the chunk's opening, cut in Python (cheaper
+        # than parsing every returned chunk with ts_headline).
+        headline = "NULL::text"
     sql = f"""WITH {",".join(legs)},
 fused AS ({fused} ORDER BY score DESC, id LIMIT %(k)s)
 SELECT f.score, f.vrank, f.trank, {headline}, {columns}
@@ -242,13 +246,28 @@ def run_search(request: SearchRequest, using: str) -> list[Hit]:
     return [_hit(row, using) for row in rows]
 
 
+_converters: dict[tuple[str, str], list[tuple[Any, list[Any]]]] = {}
+
+
+def _field_converters(model: type[Any], fields: list[Any], using: str) -> list[tuple[Any, list[Any]]]:
+    """Each field's column and DB converters, looked up once per model and database alias."""
+    key = (model._meta.label, using)
+    if key not in _converters:
+        connection = connections[using]
+        pairs = []
+        for field_ in fields:
+            col = field_.get_col(model._meta.db_table)
+            pairs.append((col, connection.ops.get_db_converters(col) + field_.get_db_converters(connection)))
+        _converters[key] = pairs
+    return _converters[key]
+
+
 def _model(model: type[Any], fields: list[Any], values: Sequence[Any], using: str) -> Any:
     """Build an instance from raw column values, through each field's DB converters as the ORM does."""
     connection = connections[using]
     converted = []
-    for field_, value in zip(fields, values, strict=True):
-        col = field_.get_col(model._meta.db_table)
-        for converter in connection.ops.get_db_converters(col) + field_.get_db_converters(connection):
+    for (col, converters), value in zip(_field_converters(model, fields, using), values, strict=True):
+        for converter in converters:
             value = converter(value, col, connection)
         converted.append(value)
     return model.from_db(using, [f.attname for f in fields], converted)
@@ -266,7 +285,7 @@ def _hit(row: tuple[Any, ...], using: str) -> Hit:
         score=float(score),
         vector_rank=vrank,
         text_rank=trank,
-        snippet=_snippet(headline),
+        snippet=_opening(chunk.content) if headline is None else _snippet(headline),
         page=chunk.page,
         source_id=document.source_id,
     )
@@ -276,3 +295,10 @@ def _snippet(headline: str) -> SafeString:
     """HTML-escape the chunk text, then turn ts_headline's markers into <mark>: safe to render."""
     text = escape(headline.replace("\n", " "))
     return mark_safe(text.replace(_MARK_START, "<mark>").replace(_MARK_STOP, "</mark>"))
+
+
+def _opening(content: str, words: int = 40) -> SafeString:
+    """The first ``words`` words of a chunk, HTML-escaped: the snippet of a vector hit."""
+    parts = content.split()
+    text = " ".join(parts[:words]) + (" …" if len(parts) > words else "")
+    return mark_safe(escape(text))
