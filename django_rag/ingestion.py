@@ -50,9 +50,6 @@ EMPTY_TEXT = "empty-text"
 # A row edited while it is being ingested is ingested again, at most this many times in all.
 _MAX_PASSES = 3
 
-# Same key as the store's per-document lock, so a skip and a sync of one document serialize.
-_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s::text, %s::bigint))"
-
 
 @dataclass
 class _Loaded:
@@ -259,7 +256,10 @@ def _record(
         described.update(tenant=registration.tenant_for(instance), tags=registration.tags_for(instance))
     with translate_db_errors(using), transaction.atomic(using=using):
         with connections[using].cursor() as cursor:
-            cursor.execute(_LOCK, [source_id, kb.pk])
+            from .stores.pgvector import lock_documents
+
+            # The store's key, so a skip/failure record and a sync of one document serialize.
+            lock_documents(cursor, kb.pk, [source_id])
         documents = Document.objects.using(using)
         if drop_chunks:
             fields = {**state, **described, "content_hash": "", "page_count": None}

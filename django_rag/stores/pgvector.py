@@ -28,13 +28,13 @@ from ..models import Chunk, Collection, Document
 from ..types import ChunkData, Hit, SyncResult
 from .base import PREFIX_SEPARATORS, DocumentInfo, QueryScope, check_delete_args, diff_chunks
 
-__all__ = ["PgVectorStore", "escape_like", "prefix_q"]
+__all__ = ["PgVectorStore", "escape_like", "lock_documents", "prefix_q"]
 
 _vector_info: weakref.WeakKeyDictionary[psycopg.Connection[Any], TypeInfo] = weakref.WeakKeyDictionary()
 
 _LOCK = """
-SELECT count(pg_advisory_xact_lock(hashtextextended(s, %(collection)s)))
-FROM (SELECT s FROM unnest(%(ids)b::text[]) AS s ORDER BY s) AS ordered
+SELECT count(pg_advisory_xact_lock(hashtextextended(s, %s::bigint)))
+FROM (SELECT s FROM unnest(%s::text[]) AS s ORDER BY s) AS ordered
 """
 
 _UPSERT_DOCUMENTS = """
@@ -89,6 +89,15 @@ WHERE t.id = c.id
 """
 
 
+def lock_documents(cursor: Any, collection_id: int, source_ids: Sequence[str]) -> None:
+    """Take the transaction-scoped advisory locks that serialize writes to these documents.
+
+    Every writer of a document (the store's sync, media ingestion's skip/failure records) uses
+    this one key; locks are taken in sorted order so two batches never deadlock.
+    """
+    cursor.execute(_LOCK, [collection_id, sorted(set(source_ids))])
+
+
 def escape_like(value: str) -> str:
     return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
@@ -138,7 +147,7 @@ class PgVectorStore:
             with psycopg.Cursor(raw) as cur:
                 register_vector_info(cur, _vector_type(raw))
                 # Sorted, so two batches sharing documents always lock in the same order (no deadlock).
-                cur.execute(_LOCK, {"collection": coll.pk, "ids": sorted(doc.source_id for doc, _ in items)})
+                lock_documents(cur, coll.pk, [doc.source_id for doc, _ in items])
                 cur.execute(_UPSERT_DOCUMENTS, {"collection": coll.pk, **self._document_columns(items)})
                 doc_ids = dict(cur.fetchall())
                 cur.execute(
