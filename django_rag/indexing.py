@@ -64,7 +64,7 @@ def index_documents(
                 result.skipped += 1
         result.embedded += _embed_missing(embedder, store, [c for _, chunks in prepared for c in chunks])
         result += store.upsert_many(
-            collection.name,
+            collection,  # the row itself: the store need not look it up again
             [(_document_info(doc, tags, tenant, owner), chunks) for doc, chunks in prepared],
             space=embedder.space,
         )
@@ -187,7 +187,7 @@ def reembed(
         result.embedded += _embed_missing(embedder, store, [c for _, chunks in items for c in chunks])
         with transaction.atomic(using=using):
             if items:
-                result += store.upsert_many(collection.name, items, space=space)
+                result += store.upsert_many(collection, items, space=space)
             Chunk.objects.using(using).filter(document__in=batch).exclude(space=space).delete()
         if progress:
             progress(len(batch))

@@ -73,7 +73,7 @@ class Collection(models.Model):
         """Delete one document by ``source_id`` or every document under ``prefix``."""
         from .stores import get_store
 
-        return get_store().delete(self.name, source_id=source_id, prefix=prefix)
+        return get_store().delete(self, source_id=source_id, prefix=prefix)
 
     def search(self, query: str | Sequence[float], **kwargs: Any) -> list[Hit]:
         """Search this collection; see ``django_rag.retrieval.search``."""

@@ -60,7 +60,11 @@ class QueryScope:
 
 @runtime_checkable
 class VectorStore(Protocol):
-    """Upsert a document's chunks, query by vector, delete by source id or prefix."""
+    """Upsert a document's chunks, query by vector, delete by source id or prefix.
+
+    ``collection`` is the collection's name or its ``Collection`` row (whose ``str`` is the
+    name); passing the row spares the ORM store a lookup per call.
+    """
 
     def upsert(
         self, collection: str, document: DocumentInfo, chunks: Sequence[ChunkData], *, space: str

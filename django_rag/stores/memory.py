@@ -21,7 +21,10 @@ class _Stored:
 
 
 class MemoryStore:
-    """Same contract as the pgvector store, brute-force cosine search."""
+    """Same contract as the pgvector store, brute-force cosine search.
+
+    Collections are keyed by name: callers may pass the name or the Collection row (its str).
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -31,7 +34,7 @@ class MemoryStore:
         self, collection: str, document: DocumentInfo, chunks: Sequence[ChunkData], *, space: str
     ) -> SyncResult:
         with self._lock:
-            docs = self._data.setdefault(collection, {})
+            docs = self._data.setdefault(str(collection), {})
             stored = docs.get(document.source_id)
             previous = stored.chunks.get(space, []) if stored else []
             kept, added, removed = diff_chunks([(i, c.content_hash) for i, c in enumerate(previous)], chunks)
@@ -65,7 +68,7 @@ class MemoryStore:
         scope = scope or QueryScope()
         scored: list[tuple[float, ChunkData, DocumentInfo]] = []
         with self._lock:
-            for stored in self._data.get(collection, {}).values():
+            for stored in self._data.get(str(collection), {}).values():
                 doc = stored.document
                 if not _in_scope(doc, scope):
                     continue
@@ -104,8 +107,7 @@ class MemoryStore:
     ) -> list[Hit]:
         if mode != "vector" or vector is None:
             raise QueryError(f"the memory store supports vector search only, not mode={mode!r}")
-        # Collection.search passes the model row; this store keys collections by name.
-        return self.query(str(collection), vector, k, space=space, scope=scope)
+        return self.query(collection, vector, k, space=space, scope=scope)
 
     def _check_space(self, collection: str, space: str) -> None:
         spaces = {
@@ -120,7 +122,7 @@ class MemoryStore:
     def delete(self, collection: str, *, source_id: str | None = None, prefix: str | None = None) -> int:
         check_delete_args(source_id, prefix)
         with self._lock:
-            docs = self._data.get(collection, {})
+            docs = self._data.get(str(collection), {})
             if source_id is not None:
                 return 1 if docs.pop(source_id, None) else 0
             doomed = [sid for sid in docs if prefix_matches(sid, prefix or "")]
