@@ -14,6 +14,8 @@ Contenders (each into a fresh table of the same scratch database on the same ser
 - django-rag store: ``PgVectorStore().upsert_many(...)`` with ``ChunkData`` carrying the vectors.
   Per batch: advisory locks, document upsert, hash diff against stored chunks, one
   ``INSERT ... SELECT FROM unnest(...)`` with binary vectors, one transaction.
+- django-rag store, TEXT_SEARCH off: the same call into a vector-only collection (no tsvector,
+  no BM25 postings or statistics): the same work per row as the peers do.
 - django-rag pipeline: ``collection.index(docs)``, one call for all documents, with an embedder
   that looks the precomputed vectors up by text: chunking, SHA-1 hashing, the
   ``vectors_for`` reuse query, the diff and the write are timed; model time is not. Each
@@ -79,6 +81,7 @@ from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 
 COLLECTION = "bench"
+VECTOR_ONLY = "bench-vector-only"  # TEXT_SEARCH False: no tsvector, no BM25 postings, like the peers
 TARGET = 5.0
 
 
@@ -157,8 +160,9 @@ class Contender:
 
 
 class DjangoRagStore(Contender):
-    def __init__(self, name: str = "django-rag store (upsert_many)") -> None:
+    def __init__(self, name: str = "django-rag store (upsert_many)", collection: str = COLLECTION) -> None:
         super().__init__(name, False, ("django_rag_chunk",))
+        self.collection = collection
 
     def setup(self, db: Database, dims: int) -> None:
         # Every table the app writes on ingest (chunks first): sizes and indexes cover them all.
@@ -197,7 +201,7 @@ class DjangoRagStore(Contender):
 
         store, space = PgVectorStore(), get_embedder().space
         for items in prepared:
-            store.upsert_many(COLLECTION, items, space=space)
+            store.upsert_many(self.collection, items, space=space)
 
     def reset(self, db: Database) -> None:
         truncate_rag_tables()
@@ -542,7 +546,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=1, help="timed loads per contender (median shown)")
     parser.add_argument("--doc-chunks", type=int, default=20, help="chunks per document")
     parser.add_argument("--batch-docs", type=int, default=64, help="documents per call (django-rag default)")
-    parser.add_argument("--only", default="", help="comma-separated contender numbers to run (1-7, 8+ diag.)")
+    parser.add_argument("--only", default="", help="comma-separated contender numbers to run (1-8, 9+ diag.)")
     parser.add_argument("--diagnose", action="store_true", help="also run the store with costs taken away")
     args = parser.parse_args(argv)
 
@@ -555,11 +559,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     rag_settings = {
         "EMBEDDERS": {"default": {"BACKEND": "common.LookupEmbedder", "DIMENSIONS": args.dims}},
         # Chunks of up to 1,024 tokens: each ~1,000-character page is one chunk.
-        "COLLECTIONS": {COLLECTION: {"TEXT_CONFIG": "english", "CHUNK_SIZE": 1024, "CHUNK_OVERLAP": 32}},
+        "COLLECTIONS": {
+            COLLECTION: {"TEXT_CONFIG": "english", "CHUNK_SIZE": 1024, "CHUNK_OVERLAP": 32},
+            VECTOR_ONLY: {"TEXT_SEARCH": False, "CHUNK_SIZE": 1024, "CHUNK_OVERLAP": 32},
+        },
     }
     contenders: list[Contender] = [
         RawCopy(), DjangoRagStore(), DjangoRagPipeline(args.batch_docs), DjangoBulkCreate(),
         LangChainLegacy(), LlamaIndex(), LangChainV2(),
+        DjangoRagStore("django-rag store, TEXT_SEARCH off (vector only)", VECTOR_ONLY),
     ]
     outcomes: dict[str, Outcome] = {}
 

@@ -62,7 +62,9 @@ def reindex_selected(modeladmin: admin.ModelAdmin, request: HttpRequest, queryse
 
 @admin.register(Collection)
 class CollectionAdmin(admin.ModelAdmin):
-    list_display = ["name", "embedder", "text_config", "chunk_size", "chunk_overlap", "document_count"]
+    list_display = [
+        "name", "embedder", "text_config", "text_search", "chunk_size", "chunk_overlap", "document_count"
+    ]
     search_fields = ["name"]
     readonly_fields = ["created_at", "updated_at"]
 

@@ -65,6 +65,15 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 )
             )
     for name, options in rag_settings.COLLECTIONS.items():
+        if not isinstance((options or {}).get("TEXT_SEARCH", True), bool):
+            errors.append(
+                Error(
+                    f"collection {name!r}: TEXT_SEARCH must be True or False, "
+                    f"got {(options or {})['TEXT_SEARCH']!r}",
+                    hint="True (default) indexes text for text and hybrid search; False is vector-only.",
+                    id="django_rag.E006",
+                )
+            )
         embedder = (options or {}).get("EMBEDDER", "default")
         if embedder not in rag_settings.EMBEDDERS:
             errors.append(

@@ -16,6 +16,8 @@ __all__ = ["DEFAULTS", "rag_settings"]
 DEFAULT_COLLECTION_OPTIONS: dict[str, Any] = {
     "EMBEDDER": "default",
     "TEXT_CONFIG": "english",
+    # False: no tsvector or BM25 postings (vector search only); ingest writes much less per chunk.
+    "TEXT_SEARCH": True,
     "CHUNK_SIZE": 256,  # tokens
     "CHUNK_OVERLAP": 32,  # tokens
 }

@@ -36,6 +36,11 @@ class Collection(models.Model):
         default="english",
         help_text=_("PostgreSQL regconfig, e.g. english, portuguese, simple."),
     )
+    text_search = models.BooleanField(
+        _("full-text search"),
+        default=True,
+        help_text=_("Index chunk text for text and hybrid search (off: vector search only, faster ingest)."),
+    )
     chunk_size = models.PositiveIntegerField(_("chunk size (tokens)"), default=256)
     chunk_overlap = models.PositiveIntegerField(_("chunk overlap (tokens)"), default=32)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -142,9 +147,11 @@ class Chunk(models.Model):
     """A piece of a document with its text search vector and its embedding in one space."""
 
     id = models.BigAutoField(primary_key=True)
-    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    # No single-column FK indexes: django_rag_chunk_doc and django_rag_chunk_scope lead with these
+    # columns, and every index costs each inserted chunk.
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks", db_index=False)
     # Denormalised from the document so search filters never need a join.
-    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="+")
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="+", db_index=False)
     tenant = models.CharField(max_length=200, blank=True, default="")
     tags = ArrayField(models.CharField(max_length=200), default=list, blank=True)
     index = models.PositiveIntegerField()

@@ -66,6 +66,16 @@ def check_query_text(query: str) -> str:
     return query
 
 
+def check_text_search(collection: Collection, mode: str = "text") -> None:
+    """Text and hybrid search need the collection's text index (TEXT_SEARCH, on by default)."""
+    if not collection.text_search:
+        raise QueryError(
+            f"collection {collection.name!r} has TEXT_SEARCH off, so {mode} search has no text index to use; "
+            "search with mode='vector', or set RAG['COLLECTIONS'][...]['TEXT_SEARCH'] = True "
+            "(the stored chunks are indexed when the collection is next used)"
+        )
+
+
 class ChunkQuerySet(models.QuerySet):
     """Chunks, with ``nearest()`` for vector search.
 
@@ -168,6 +178,7 @@ class ChunkQuerySet(models.QuerySet):
 
         check_k(k)
         coll = self._resolve_collection(collection)
+        check_text_search(coll)
         text = check_query_text(query)
         with connections[self.db].cursor() as cursor:
             space = coll.space

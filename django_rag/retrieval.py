@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .exceptions import QueryError
-from .querysets import MAX_K, check_k, check_query_text
+from .querysets import MAX_K, check_k, check_query_text, check_text_search
 from .stores import get_store
 from .stores.base import QueryScope
 
@@ -68,6 +68,8 @@ def search(
     if syntax not in SYNTAXES:
         raise QueryError(f"unknown query syntax {syntax!r}; use one of {', '.join(SYNTAXES)}")
     check_k(k)
+    if mode != "vector":
+        check_text_search(collection, mode)
     if isinstance(tags, str):
         raise QueryError("tags must be a list of strings, not a string")
     if filters is not None and not isinstance(filters, dict):

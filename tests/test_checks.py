@@ -43,6 +43,15 @@ def test_a_collection_naming_an_undefined_embedder_is_reported() -> None:
     assert "django_rag.E005" in ids(messages)
 
 
+def test_a_text_search_option_that_is_not_a_bool_is_reported() -> None:
+    with override_settings(
+        RAG={"EMBEDDERS": {"default": {"BACKEND": HASHING}}, "COLLECTIONS": {"docs": {"TEXT_SEARCH": "no"}}}
+    ):
+        messages = check_settings()
+    assert ids(messages) == ["django_rag.E006"]
+    assert "'docs'" in messages[0].msg and "'no'" in messages[0].msg
+
+
 def test_the_unused_builtin_openai_default_is_not_checked() -> None:
     # A site that only declares a local embedder must not be told to set OPENAI_API_KEY.
     with override_settings(

@@ -184,7 +184,8 @@ class PgVectorStore:
                             "doc": added_docs,
                             "collection": coll.pk,
                             "space": space,
-                            "config": coll.text_config,
+                            # NULL when text search is off: to_tsvector is strict, no postings follow.
+                            "config": coll.text_config if coll.text_search else None,
                             **_columns(added, with_text=True),
                         },
                     )

@@ -1,0 +1,110 @@
+"""Per-collection TEXT_SEARCH and TEXT_CONFIG: what is written, and what a change rebuilds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+
+import django_rag as rag
+from django_rag.models import Chunk, Posting
+
+pytestmark = pytest.mark.django_db
+
+HASHING = {"default": {"BACKEND": "django_rag.embedders.hashing.HashingEmbedder", "DIMENSIONS": 64}}
+DOCS = [
+    rag.RagDocument("ops/backup", "Back up the database every night with pg_dump."),
+    rag.RagDocument("ops/restore", "Restore the dump with pg_restore into an empty database."),
+]
+
+
+def rag_with(**options: Any) -> dict[str, Any]:
+    return {"EMBEDDERS": HASHING, "COLLECTIONS": {"kb": options}}
+
+
+def text_stats(collection_id: int) -> tuple[int, int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(sum(chunks), 0), coalesce(sum(length), 0) FROM django_rag_textstats "
+            "WHERE collection_id = %s",
+            [collection_id],
+        )
+        chunks, length = cursor.fetchone()
+    return int(chunks), int(length)
+
+
+def test_a_vector_only_collection_writes_no_text_index_and_still_searches_by_vector() -> None:
+    with override_settings(RAG=rag_with(TEXT_SEARCH=False)):
+        kb = rag.collection("kb")
+        assert kb.text_search is False
+        assert kb.index(DOCS).added == 2
+        assert Chunk.objects.filter(collection=kb, search_vector__isnull=True).count() == 2
+        assert not Posting.objects.filter(collection=kb).exists()
+        assert text_stats(kb.pk) == (0, 0)
+        hits = kb.search("back up the database every night with pg_dump", k=1)
+        assert hits[0].source_id == "ops/backup"
+
+
+@pytest.mark.parametrize("mode", ["text", "hybrid"])
+def test_text_and_hybrid_search_on_a_vector_only_collection_name_the_setting(mode: str) -> None:
+    with override_settings(RAG=rag_with(TEXT_SEARCH=False)):
+        kb = rag.collection("kb")
+        kb.index(DOCS)
+        with pytest.raises(rag.QueryError, match=r"collection 'kb' has TEXT_SEARCH off.*mode='vector'"):
+            kb.search("backup", mode=mode)
+        with pytest.raises(rag.QueryError, match="TEXT_SEARCH off"):
+            list(kb.chunks().text_search("backup"))
+
+
+def test_turning_text_search_off_and_on_rebuilds_the_index_of_stored_chunks() -> None:
+    with override_settings(RAG=rag_with()):
+        kb = rag.collection("kb")
+        kb.index(DOCS)
+        postings = Posting.objects.filter(collection=kb).count()
+        stats = text_stats(kb.pk)
+        assert postings > 0 and stats[0] == 2
+    with override_settings(RAG=rag_with(TEXT_SEARCH=False)):
+        kb = rag.collection("kb")
+        assert not Chunk.objects.filter(collection=kb, search_vector__isnull=False).exists()
+        assert not Posting.objects.filter(collection=kb).exists()
+        assert text_stats(kb.pk) == (0, 0)
+    with override_settings(RAG=rag_with(TEXT_SEARCH=True)):
+        kb = rag.collection("kb")
+        assert Posting.objects.filter(collection=kb).count() == postings
+        assert text_stats(kb.pk) == stats
+        assert kb.search("pg_restore", mode="text", k=1)[0].source_id == "ops/restore"
+
+
+def test_a_new_text_config_rebuilds_lexemes_with_it() -> None:
+    with override_settings(RAG=rag_with(TEXT_CONFIG="english")):
+        kb = rag.collection("kb")
+        kb.index(DOCS)
+        # 'english' drops stop words and stems: no posting for "the", "every" is stemmed to "everi".
+        assert not Posting.objects.filter(collection=kb, term="the").exists()
+        assert Posting.objects.filter(collection=kb, term="everi").exists()
+    with override_settings(RAG=rag_with(TEXT_CONFIG="simple")):
+        kb = rag.collection("kb")
+        assert kb.text_config == "simple"
+        assert Posting.objects.filter(collection=kb, term="the").count() == 2
+        assert Posting.objects.filter(collection=kb, term="every").exists()
+        assert not Posting.objects.filter(collection=kb, term="everi").exists()
+        # New chunks are written with the new config too.
+        kb.index([rag.RagDocument("ops/more", "the other night")])
+        assert Posting.objects.filter(collection=kb, term="the").count() == 3
+
+
+def test_an_unchanged_setting_rewrites_nothing() -> None:
+    with override_settings(RAG=rag_with()):
+        kb = rag.collection("kb")
+        kb.index(DOCS)
+        before = list(Chunk.objects.filter(collection=kb).values_list("pk", "search_vector"))
+        updates = "SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = 'django_rag_chunk'"
+        with connection.cursor() as cursor:
+            cursor.execute(updates)
+            before_updates = cursor.fetchone()[0]
+            rag.collection("kb")
+            cursor.execute(updates)
+            assert cursor.fetchone()[0] == before_updates
+        assert list(Chunk.objects.filter(collection=kb).values_list("pk", "search_vector")) == before
