@@ -108,3 +108,51 @@ def test_an_unchanged_setting_rewrites_nothing() -> None:
             cursor.execute(updates)
             assert cursor.fetchone()[0] == before_updates
         assert list(Chunk.objects.filter(collection=kb).values_list("pk", "search_vector")) == before
+
+
+def assert_text_index_matches_chunks() -> None:
+    """Postings and statistics equal what the stored tsvectors say, whatever wrote the chunks."""
+    expected_postings = """
+        SELECT c.id, c.collection_id, c.space, u.lexeme, coalesce(array_length(u.positions, 1), 1),
+               sum(coalesce(array_length(u.positions, 1), 1)) OVER (PARTITION BY c.id)
+        FROM django_rag_chunk AS c CROSS JOIN LATERAL unnest(c.search_vector) AS u
+        WHERE c.search_vector IS NOT NULL"""
+    stored_postings = "SELECT chunk_id, collection_id, space, term, tf, dl FROM django_rag_posting"
+    with connection.cursor() as cursor:
+        for left, right in ((expected_postings, stored_postings), (stored_postings, expected_postings)):
+            cursor.execute(f"SELECT count(*) FROM ({left} EXCEPT ALL {right}) AS d")
+            assert cursor.fetchone()[0] == 0
+        cursor.execute("""
+            SELECT c.collection_id, c.space, count(*), sum(l.n) FROM django_rag_chunk AS c
+            CROSS JOIN LATERAL (
+                SELECT sum(coalesce(array_length(u.positions, 1), 1)) AS n FROM unnest(c.search_vector) AS u
+            ) AS l
+            WHERE c.search_vector IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2""")
+        expected_stats = [(c, s, int(n), int(length)) for c, s, n, length in cursor.fetchall()]
+        cursor.execute("""
+            SELECT collection_id, space, sum(chunks), sum(length) FROM django_rag_textstats
+            GROUP BY 1, 2 HAVING sum(chunks) <> 0 OR sum(length) <> 0 ORDER BY 1, 2""")
+        assert [(c, s, int(n), int(length)) for c, s, n, length in cursor.fetchall()] == expected_stats
+
+
+def test_postings_and_statistics_follow_every_kind_of_chunk_write() -> None:
+    with override_settings(RAG=rag_with()):
+        kb = rag.collection("kb")
+        kb.index(DOCS + [rag.RagDocument("ops/long", "Nightly backups. " * 40 + "Restores are tested weekly.")])
+        assert_text_index_matches_chunks()
+        # An edit: one chunk replaced, the others kept.
+        kb.index([rag.RagDocument("ops/backup", "Back up the database every hour with pg_dump.")])
+        assert_text_index_matches_chunks()
+        kb.remove(source_id="ops/restore")
+        assert_text_index_matches_chunks()
+        # ORM writes: an update of the text vector, a cascade from the document.
+        chunk = Chunk.objects.filter(collection=kb).first()
+        assert chunk is not None
+        Chunk.objects.filter(pk=chunk.pk).update(content="Point in time recovery", search_vector=None)
+        assert_text_index_matches_chunks()
+        kb.documents.filter(source_id="ops/long").delete()
+        assert_text_index_matches_chunks()
+    with override_settings(RAG=rag_with(TEXT_CONFIG="simple")):
+        rag.collection("kb")
+        assert_text_index_matches_chunks()
+        assert Posting.objects.filter(collection=kb).exists()
