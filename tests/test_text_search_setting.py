@@ -138,7 +138,8 @@ def assert_text_index_matches_chunks() -> None:
 def test_postings_and_statistics_follow_every_kind_of_chunk_write() -> None:
     with override_settings(RAG=rag_with()):
         kb = rag.collection("kb")
-        kb.index(DOCS + [rag.RagDocument("ops/long", "Nightly backups. " * 40 + "Restores are tested weekly.")])
+        long_text = "Nightly backups. " * 40 + "Restores are tested weekly."
+        kb.index([*DOCS, rag.RagDocument("ops/long", long_text)])
         assert_text_index_matches_chunks()
         # An edit: one chunk replaced, the others kept.
         kb.index([rag.RagDocument("ops/backup", "Back up the database every hour with pg_dump.")])
