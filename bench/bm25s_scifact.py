@@ -1,10 +1,14 @@
 """BM25 by bm25s (with PyStemmer, English stop words) on a BEIR split: the text-leg peer of issue 4.
 
     .venv/bin/python bench/bm25s_scifact.py ../shared/data/scifact-train --split train
+    .venv/bin/python bench/bm25s_scifact.py ../shared/data/scifact-train --split train --chunk-size 256
 
 Prints nDCG@10, recall@100 and MRR@10 with the same metric code as ``rag_eval`` and the
 per-query latency (the model is built once, not timed per query). Compare with
-``manage.py rag_eval ... --modes text``.
+``manage.py rag_eval ... --modes text``. By default bm25s ranks whole documents; with
+``--chunk-size`` it ranks the very chunks ``rag_eval`` indexes (django-rag's chunker, counting
+tokens with the local MiniLM tokenizer, ``--chunk-overlap`` 32 by default) and folds them into
+documents by best rank as ``rag_eval`` does: the same units for both rankers.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import bm25s
 import Stemmer
 
-from django_rag.evaluation import load_beir, ndcg_at, recall_at, reciprocal_rank_at
+from django_rag.evaluation import BeirDataset, load_beir, ndcg_at, recall_at, reciprocal_rank_at
 
 
 def main() -> None:
@@ -29,10 +33,15 @@ def main() -> None:
     )
     parser.add_argument("dataset", type=Path)
     parser.add_argument("--split", default="test")
+    parser.add_argument("--chunk-size", type=int, help="rank rag_eval's chunks of this many tokens")
+    parser.add_argument("--chunk-overlap", type=int, default=32)
     args = parser.parse_args()
     dataset = load_beir(args.dataset, args.split)
-    ids = list(dataset.corpus)
-    texts = [f"{title}\n\n{text}" if title else text for title, text in dataset.corpus.values()]
+    if args.chunk_size:
+        ids, texts = chunked(dataset, args.chunk_size, args.chunk_overlap)
+    else:
+        ids = list(dataset.corpus)
+        texts = [f"{title}\n\n{text}" if title else text for title, text in dataset.corpus.values()]
     stemmer = Stemmer.Stemmer("english")
     started = time.perf_counter()
     retriever = bm25s.BM25()
@@ -45,9 +54,12 @@ def main() -> None:
     for query_id, query in dataset.queries.items():
         started = time.perf_counter()
         tokens = bm25s.tokenize([query], stopwords="en", stemmer=stemmer, show_progress=False)
-        results, _ = retriever.retrieve(tokens, k=100, show_progress=False)
+        results, _ = retriever.retrieve(tokens, k=min(300, len(ids)), show_progress=False)
         latencies.append((time.perf_counter() - started) * 1000)
-        ranking = [ids[i] for i in results[0]]
+        ranking: list[str] = []
+        for i in results[0]:
+            if ids[i] not in ranking:  # a chunk's document, at its best chunk's rank
+                ranking.append(ids[i])
         judged = dataset.qrels[query_id]
         ndcg += ndcg_at(ranking, judged)
         recall += recall_at(ranking, judged, 100)
@@ -57,6 +69,21 @@ def main() -> None:
         f"bm25s   nDCG@10 {ndcg / n:.4f}  R@100 {recall / n:.4f}  MRR@10 {mrr / n:.4f}  "
         f"p50 {statistics.median(latencies):.2f} ms  ({n} queries, {args.split})"
     )
+
+
+def chunked(dataset: BeirDataset, size: int, overlap: int) -> tuple[list[str], list[str]]:
+    """(document id per chunk, chunk text) as ``rag_eval`` chunks the corpus with the local embedder."""
+    from django_rag.chunking import chunk_document
+    from django_rag.embedders.local import LocalEmbedder
+
+    count_tokens = LocalEmbedder().count_tokens
+    ids, texts = [], []
+    for doc in dataset.documents():
+        for chunk in chunk_document(doc, chunk_size=size, chunk_overlap=overlap, token_counter=count_tokens):
+            ids.append(doc.source_id)
+            texts.append(chunk.content)
+    print(f"{len(texts)} chunks of <= {size} tokens (overlap {overlap}) from {len(dataset.corpus)} documents")
+    return ids, texts
 
 
 if __name__ == "__main__":
