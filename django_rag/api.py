@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.db import IntegrityError, connections, transaction
 
 from .conf import rag_settings
@@ -10,6 +12,8 @@ from .exceptions import ConfigurationError
 from .models import Collection
 
 __all__ = ["collection", "refresh_text_index"]
+
+logger = logging.getLogger(__name__)
 
 
 def collection(
@@ -92,4 +96,9 @@ def refresh_text_index(coll: Collection, *, using: str) -> int:
             "WHERE collection_id = %s",
             [config, coll.pk],
         )
-        return cursor.rowcount
+        rewritten = cursor.rowcount
+    logger.info(
+        "collection %r: text index of %d chunks rebuilt (TEXT_SEARCH %s, TEXT_CONFIG %r)",
+        coll.name, rewritten, "on" if coll.text_search else "off", coll.text_config,
+    )
+    return rewritten

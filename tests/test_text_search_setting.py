@@ -157,3 +157,14 @@ def test_postings_and_statistics_follow_every_kind_of_chunk_write() -> None:
         rag.collection("kb")
         assert_text_index_matches_chunks()
         assert Posting.objects.filter(collection=kb).exists()
+
+
+def test_rag_reindex_applies_a_changed_text_config_to_stored_chunks() -> None:
+    from django.core.management import call_command
+
+    with override_settings(RAG=rag_with(TEXT_CONFIG="english")):
+        kb = rag.collection("kb")
+        kb.index(DOCS)
+    with override_settings(RAG=rag_with(TEXT_CONFIG="simple")):
+        call_command("rag_reindex", "kb", verbosity=0)
+        assert Posting.objects.filter(collection=kb, term="the").count() == 2

@@ -1,6 +1,9 @@
 """Re-index collections or registered models: ``manage.py rag_reindex [COLLECTION | APP.MODEL ...]``.
 
-A collection is re-embedded into its current embedder's space (after its EMBEDDER changed).
+A collection is re-embedded into its current embedder's space (after its EMBEDDER changed);
+changed TEXT_CONFIG / TEXT_SEARCH settings are applied to its stored chunks first (the text
+index is rebuilt, nothing is embedded), which is the moment to pay for it rather than the
+first request after a deploy.
 A registered model (``kb.Attachment``) has every row ingested again, here or with ``--async``
 on the Celery workers; documents of rows that no longer exist are removed.
 """
