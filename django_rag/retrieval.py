@@ -93,7 +93,7 @@ def search(
     else:
         if mode != "vector":
             raise QueryError(f"{mode} search needs the query text, not a vector")
-        vector = [float(x) for x in query]
+        vector = list(map(float, query))
         if len(vector) != embedder.dimensions:
             raise QueryError(
                 f"the query vector has {len(vector)} dimensions; collection {collection.name!r} uses "

@@ -6,8 +6,13 @@ PostgreSQL's own lexemes, read from the postings table that triggers keep (see m
 0002): document frequencies come from the postings of the query's terms, collection size and
 average length from the per-collection statistics. Hybrid fuses both rankings with Reciprocal
 Rank Fusion inside the same statement, and the final SELECT returns chunk and document
-columns, so a search is one round trip (plus the per-transaction index settings, sent in the
-same pipeline).
+columns, so a search is one round trip (the per-transaction index settings travel in the same
+pipeline). A vector-only search is one flat SELECT, as one would write it by hand.
+
+Prepared statements: Django connects with psycopg's ``prepare_threshold=None``, which turns
+them off. With ``DATABASES[...]["OPTIONS"] = {"prepare_threshold": 5}`` (and a server or
+pooler that keeps prepared statements) the unfiltered vector statement is server-prepared on
+first use and skips parsing and planning afterwards.
 """
 
 from __future__ import annotations
@@ -15,14 +20,19 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import psycopg
 from django.db import connections
+from django.db.models import DEFERRED, Model
+from django.db.models.base import ModelState
+from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
+from django.db.models.signals import post_init, pre_init
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from pgvector import Vector
-from pgvector.psycopg.vector import register_vector_info
+from pgvector.psycopg.vector import VectorBinaryDumper
 
 from ..ddl import IndexSpec, quote_literal
 from ..models import Chunk, Document
@@ -30,7 +40,7 @@ from ..types import Hit
 from .base import PREFIX_SEPARATORS, QueryScope
 from .pgvector import _raw_connection, _vector_type, escape_like
 
-__all__ = ["SearchRequest", "bm25_expression", "run_search"]
+__all__ = ["SearchRequest", "bm25_expression", "build_sql", "fetch_rows", "run_search"]
 
 # BM25 parameters (Robertson/Sparck Jones, as Lucene and bm25s default them).
 K1 = 1.2
@@ -38,6 +48,12 @@ B = 0.75
 
 _CHUNK_FIELDS = [f for f in Chunk._meta.concrete_fields if f.attname not in ("embedding", "search_vector")]
 _DOCUMENT_FIELDS = list(Document._meta.concrete_fields)
+_COLUMNS = ", ".join(
+    [f'c."{f.column}"' for f in _CHUNK_FIELDS] + [f'd."{f.column}"' for f in _DOCUMENT_FIELDS]
+)
+# Row layouts: (distance, chunk..., document...) in vector mode, else (score, vector rank,
+# text rank, headline, chunk..., document...).
+_VECTOR_PREFIX, _PREFIX = 1, 4
 _MARK_START, _MARK_STOP = "\x02", "\x03"
 
 
@@ -97,15 +113,22 @@ def _filters(scope: QueryScope, params: dict[str, Any]) -> str:
     return sql
 
 
-def _vector_leg(request: SearchRequest, params: dict[str, Any], filters: str, space: str) -> str:
+def _distance(request: SearchRequest, params: dict[str, Any]) -> tuple[str, str]:
+    """The cosine distance expression over the space's index cast, and the ``min_score`` floor."""
     spec = IndexSpec(request.space, len(request.vector or ()))
     typed = spec.column_type if spec.indexable else "vector"
-    params["vector"] = Vector(list(request.vector or ()))
+    vector = request.vector or []
+    params["vector"] = Vector(vector if isinstance(vector, list) else list(vector))
     distance = f"(c.embedding::{typed}) <=> (%(vector)s::vector::{typed})"
     floor = ""
     if request.scope.min_score is not None and request.mode != "text":
         params["max_distance"] = 1.0 - request.scope.min_score
         floor = f" AND {distance} <= %(max_distance)s"
+    return distance, floor
+
+
+def _vector_leg(request: SearchRequest, params: dict[str, Any], filters: str, space: str) -> str:
+    distance, floor = _distance(request, params)
     return f"""
 vec AS MATERIALIZED (
     SELECT c.id, {distance} AS distance FROM django_rag_chunk AS c
@@ -161,26 +184,32 @@ tranked AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS tra
 
 
 def build_sql(request: SearchRequest) -> tuple[str, dict[str, Any]]:
-    params: dict[str, Any] = {
-        "collection": request.collection_id,
-        "candidates": request.candidates if request.mode == "hybrid" else request.k,
-        "k": request.k,
-        "config": request.text_config,
-        # Highlighting matches any query word, whatever the search syntax.
-        "highlight": " or ".join(re.findall(r"\w+", request.text)) or "",
-    }
+    """The statement of one search and its parameters.
+
+    Vector mode is one flat SELECT over the space's index (see ``_vector_sql``); text and
+    hybrid rank in CTEs. Rows start with ``_VECTOR_PREFIX`` (vector) or ``_PREFIX`` (text,
+    hybrid) columns, then the chunk's and the document's columns.
+    """
+    params: dict[str, Any] = {}
     filters = _filters(request.scope, params)
     # The space is inlined, not bound: it comes from settings, never from users, and a cached
     # generic plan can only use the space's partial index if it sees the literal.
     space = quote_literal(request.space)
-    legs = []
-    if request.mode in ("vector", "hybrid"):
-        legs.append(_vector_leg(request, params, filters, space))
-    if request.mode in ("text", "hybrid"):
-        legs.append(_text_leg(request, params, filters, space))
     if request.mode == "vector":
-        fused = "SELECT id, 1 - distance AS score, vrank, NULL::bigint AS trank FROM vranked"
-    elif request.mode == "text":
+        return _vector_sql(request, params, filters, space), params
+    params.update(
+        collection=request.collection_id,
+        candidates=request.candidates if request.mode == "hybrid" else request.k,
+        k=request.k,
+        config=request.text_config,
+        # Highlighting matches any query word, whatever the search syntax.
+        highlight=" or ".join(re.findall(r"\w+", request.text)) or "",
+    )
+    legs = []
+    if request.mode == "hybrid":
+        legs.append(_vector_leg(request, params, filters, space))
+    legs.append(_text_leg(request, params, filters, space))
+    if request.mode == "text":
         fused = "SELECT id, score, NULL::bigint AS vrank, trank FROM tranked"
     else:
         params["wv"], params["wt"] = (float(w) for w in request.weights)
@@ -190,9 +219,6 @@ def build_sql(request: SearchRequest) -> tuple[str, dict[str, Any]]:
             " + coalesce(%(wt)s / (%(rrf_k)s + t.trank), 0) AS score, v.vrank, t.trank"
             " FROM vranked AS v FULL OUTER JOIN tranked AS t ON v.id = t.id"
         )
-    columns = ", ".join(
-        [f'c."{f.column}"' for f in _CHUNK_FIELDS] + [f'd."{f.column}"' for f in _DOCUMENT_FIELDS]
-    )
     headline = (
         "ts_headline(%(config)s::regconfig, c.content,"
         " websearch_to_tsquery(%(config)s::regconfig, %(highlight)s),"
@@ -201,94 +227,205 @@ def build_sql(request: SearchRequest) -> tuple[str, dict[str, Any]]:
     )
     if not request.snippets:
         headline = "''"
-    elif request.mode == "vector":
-        # Nothing lexical to highlight: the snippet is the chunk's opening, cut in Python (cheaper
-        # than parsing every returned chunk with ts_headline).
-        headline = "NULL::text"
     sql = f"""WITH {",".join(legs)},
 fused AS ({fused} ORDER BY score DESC, id LIMIT %(k)s)
-SELECT f.score, f.vrank, f.trank, {headline}, {columns}
+SELECT f.score, f.vrank, f.trank, {headline}, {_COLUMNS}
 FROM fused AS f JOIN django_rag_chunk AS c ON c.id = f.id
 JOIN django_rag_document AS d ON d.id = c.document_id
 ORDER BY f.score DESC, f.id"""
     return sql, params
 
 
-def run_search(request: SearchRequest, using: str) -> list[Hit]:
-    """Run one search; SET LOCAL-scoped index settings and the query travel in one pipeline."""
+def _vector_sql(request: SearchRequest, params: dict[str, Any], filters: str, space: str) -> str:
+    """Vector mode: the k nearest chunks over the space's index, joined to their documents.
+
+    No CTE and no window (ranks come from the row order, see ``run_search``), so it is cheap to
+    plan. The top k are picked over (id, distance) alone, then joined: over whole rows an exact
+    sort looks costlier, and PostgreSQL would walk the HNSW graph for a 1% tenant instead of
+    sorting its rows from the scope btree (exact, and faster). The collection id and k are
+    inlined (integers, never text): an unfiltered search then binds only the query vector, and
+    a server-prepared statement keeps one generic plan, the same as the custom one. A bound
+    LIMIT would make PostgreSQL re-plan every call (a generic plan must assume 10% of the rows).
+    """
+    distance, floor = _distance(request, params)
+    return (
+        f"SELECT v.distance, {_COLUMNS} FROM ("
+        f"SELECT c.id, {distance} AS distance FROM django_rag_chunk AS c"
+        f" WHERE c.collection_id = {int(request.collection_id)} AND c.space = {space}{filters}{floor}"
+        f" ORDER BY distance LIMIT {int(request.k)}) AS v"
+        " JOIN django_rag_chunk AS c ON c.id = v.id JOIN django_rag_document AS d ON d.id = c.document_id"
+    )
+
+
+def _prepare(request: SearchRequest) -> bool | None:
+    """Whether to server-prepare the statement (when the connection allows it, see ``fetch_rows``).
+
+    The unfiltered vector statement is prepared on first use: its one plan fits every query
+    vector. A filtered one is planned for its values on every call: a 1% tenant is best served
+    exactly from the scope btree, a large one by the HNSW walk, and a generic plan cannot tell
+    them apart. Text and hybrid statements follow the connection's ``prepare_threshold``; their
+    bound LIMITs keep them on custom plans.
+    """
+    if request.mode != "vector":
+        return None
+    scope = request.scope
+    return (
+        scope.tenant is None
+        and not scope.tags
+        and not scope.filters
+        and not scope.source_prefix
+        and scope.min_score is None
+    )
+
+
+_SETTINGS = (
+    "SELECT set_config('hnsw.ef_search', %(ef)s, true),"
+    " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+    " set_config('ivfflat.iterative_scan', 'relaxed_order', true)"
+)
+
+
+def fetch_rows(request: SearchRequest, using: str) -> list[tuple[Any, ...]]:
+    """The result rows of one search: its index settings and its statement in one round trip.
+
+    No BEGIN/COMMIT around them: the statements of a pipeline share one transaction up to its
+    Sync (an implicit one in autocommit mode, else the caller's), so the ``set_config(...,
+    true)`` settings (SET LOCAL) end with the search and never reach the session.
+    """
     sql, params = build_sql(request)
+    ef = str(max(request.ef_search, request.candidates if request.mode == "hybrid" else request.k))
     raw = _raw_connection(using)
-    autocommit = connections[using].get_autocommit()
-    settings = (
-        "SELECT set_config('hnsw.ef_search', %(ef)s, true),"
-        " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-        " set_config('ivfflat.iterative_scan', 'relaxed_order', true)"
-    )
     with psycopg.Cursor(raw) as setup, psycopg.Cursor(raw) as cur:
-        register_vector_info(cur, _vector_type(raw))
-        try:
-            with raw.pipeline():
-                if autocommit:
-                    setup.execute("BEGIN")
-                setup.execute(
-                    settings, {"ef": str(max(request.ef_search, params["candidates"]))}, prepare=False
-                )
-                # Prepared after a few runs (psycopg's prepare_threshold, settable in DATABASES
-                # OPTIONS): planning this statement costs more than running it on small collections.
-                cur.execute(sql, params)
-                if autocommit:
-                    setup.execute("COMMIT")
-            rows = cur.fetchall()
-        except psycopg.Error:
-            if autocommit and raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                raw.execute("ROLLBACK")  # our own BEGIN; inside the caller's atomic block Django rolls back
-            raise
-    return [_hit(row, using) for row in rows]
+        cur.adapters.register_dumper(Vector, _vector_dumper(raw))
+        with raw.pipeline():
+            # psycopg ignores prepare=True on connections with prepare_threshold=None (Django's
+            # default; set it in DATABASES OPTIONS to use server-prepared statements).
+            setup.execute(_SETTINGS, {"ef": ef}, prepare=True)
+            cur.execute(sql, params, prepare=_prepare(request))
+        return cur.fetchall()
 
 
-_converters: dict[tuple[str, str], list[tuple[Any, list[Any]]]] = {}
-
-
-def _field_converters(model: type[Any], fields: list[Any], using: str) -> list[tuple[Any, list[Any]]]:
-    """Each field's column and DB converters, looked up once per model and database alias."""
-    key = (model._meta.label, using)
-    if key not in _converters:
-        connection = connections[using]
-        pairs = []
-        for field_ in fields:
-            col = field_.get_col(model._meta.db_table)
-            pairs.append((col, connection.ops.get_db_converters(col) + field_.get_db_converters(connection)))
-        _converters[key] = pairs
-    return _converters[key]
-
-
-def _model(model: type[Any], fields: list[Any], values: Sequence[Any], using: str) -> Any:
-    """Build an instance from raw column values, through each field's DB converters as the ORM does."""
+def run_search(request: SearchRequest, using: str) -> list[Hit]:
+    """Run one search; its hits carry Chunk and Document instances as the ORM builds them."""
+    rows = fetch_rows(request, using)
+    if request.mode == "vector":
+        # relaxed_order may return neighbours slightly out of order; ties go to the lower id.
+        rows.sort(key=_DISTANCE_ID)
+        prefix = _VECTOR_PREFIX
+    else:
+        prefix = _PREFIX
     connection = connections[using]
-    converted = []
-    for (col, converters), value in zip(_field_converters(model, fields, using), values, strict=True):
-        for converter in converters:
-            value = converter(value, col, connection)
-        converted.append(value)
-    return model.from_db(using, [f.attname for f in fields], converted)
+    chunks, documents = _loaders(using, prefix)
+    hits = []
+    for rank, row in enumerate(rows, 1):
+        chunk = chunks.build(row, using, connection)
+        document = documents.build(row, using, connection)
+        chunk._state.fields_cache["document"] = document
+        if prefix == _VECTOR_PREFIX:
+            score, vrank, trank = 1.0 - row[0], rank, None
+            # Nothing lexical to highlight: the snippet is the chunk's opening (cheaper in Python
+            # than parsing every returned chunk with ts_headline).
+            snippet = _opening(chunk.content) if request.snippets else SafeString("")
+        else:
+            score, vrank, trank = float(row[0]), row[1], row[2]
+            snippet = _snippet(row[3])
+        hits.append(
+            Hit(
+                chunk=chunk,
+                document=document,
+                score=score,
+                vector_rank=vrank,
+                text_rank=trank,
+                snippet=snippet,
+                page=chunk.page,
+                source_id=document.source_id,
+            )
+        )
+    return hits
 
 
-def _hit(row: tuple[Any, ...], using: str) -> Hit:
-    score, vrank, trank, headline = row[:4]
-    split = 4 + len(_CHUNK_FIELDS)
-    chunk = _model(Chunk, _CHUNK_FIELDS, row[4:split], using)
-    document = _model(Document, _DOCUMENT_FIELDS, row[split:], using)
-    chunk._state.fields_cache["document"] = document
-    return Hit(
-        chunk=chunk,
-        document=document,
-        score=float(score),
-        vector_rank=vrank,
-        text_rank=trank,
-        snippet=_opening(chunk.content) if headline is None else _snippet(headline),
-        page=chunk.page,
-        source_id=document.source_id,
-    )
+_DISTANCE_ID = itemgetter(0, _VECTOR_PREFIX + [f.attname for f in _CHUNK_FIELDS].index("id"))
+
+
+class _Loader:
+    """Builds one model's instances from its columns of a result row, as the ORM does.
+
+    The concrete fields the statement leaves out (the chunk's embedding and tsvector) are
+    deferred, and values pass through the same DB converters as in a QuerySet (JSON, ...).
+    """
+
+    def __init__(self, model: type[Model], fields: list[Any], start: int, using: str) -> None:
+        connection = connections[using]
+        self.model = model
+        self.names = [f.attname for f in fields]
+        self.values = itemgetter(*range(start, start + len(fields)))
+        self.converters = []
+        for i, field_ in enumerate(fields):
+            col = field_.get_col(model._meta.db_table)
+            found = connection.ops.get_db_converters(col) + field_.get_db_converters(connection)
+            if found:
+                self.converters.append((i, col, found))
+        at = {f.attname: i for i, f in enumerate(fields)}
+        # For from_db: every concrete field in order, -1 picking the DEFERRED appended to the values.
+        self.concrete_names = [f.attname for f in model._meta.concrete_fields]
+        self.concrete = itemgetter(*[at.get(name, -1) for name in self.concrete_names])
+        # Model.__init__ sets each value with setattr; for these models that only writes
+        # __dict__ (no field descriptor does more on a new instance), so the instance can be
+        # made as from_db makes it without the per-field loop, unless someone listens to its
+        # init signals or the model overrides __init__/from_db.
+        self.direct = (
+            model.__init__ is Model.__init__
+            and model.from_db.__func__ is Model.from_db.__func__  # type: ignore[attr-defined]
+            and all(
+                not hasattr(type(getattr(model, name, None)), "__set__")
+                or type(getattr(model, name)) is ForeignKeyDeferredAttribute
+                for name in self.names
+            )
+        )
+
+    def build(self, row: tuple[Any, ...], using: str, connection: Any) -> Any:
+        values = list(self.values(row))
+        for i, col, converters in self.converters:
+            value = values[i]
+            for converter in converters:
+                value = converter(value, col, connection)
+            values[i] = value
+        model = self.model
+        if self.direct and not (pre_init.has_listeners(model) or post_init.has_listeners(model)):
+            instance = model.__new__(model)
+            instance._state = state = ModelState()
+            state.adding, state.db = False, using
+            instance.__dict__.update(zip(self.names, values, strict=True))
+            return instance
+        return model.from_db(using, self.concrete_names, list(self.concrete((*values, DEFERRED))))
+
+
+_loaders_by_alias: dict[tuple[str, int], tuple[_Loader, _Loader]] = {}
+
+
+def _loaders(using: str, prefix: int) -> tuple[_Loader, _Loader]:
+    """The chunk and document loaders of a row layout, resolved once per database alias."""
+    key = (using, prefix)
+    found = _loaders_by_alias.get(key)
+    if found is None:
+        split = prefix + len(_CHUNK_FIELDS)
+        found = _loaders_by_alias[key] = (
+            _Loader(Chunk, _CHUNK_FIELDS, prefix, using),
+            _Loader(Document, _DOCUMENT_FIELDS, split, using),
+        )
+    return found
+
+
+_dumpers: dict[int, type[VectorBinaryDumper]] = {}
+
+
+def _vector_dumper(raw: psycopg.Connection[Any]) -> type[VectorBinaryDumper]:
+    """pgvector's binary dumper bound to this database's ``vector`` oid (one class per oid)."""
+    oid = _vector_type(raw).oid
+    dumper = _dumpers.get(oid)
+    if dumper is None:
+        dumper = _dumpers[oid] = type("VectorDumper", (VectorBinaryDumper,), {"oid": oid})
+    return dumper
 
 
 def _snippet(headline: str) -> SafeString:
@@ -299,6 +436,6 @@ def _snippet(headline: str) -> SafeString:
 
 def _opening(content: str, words: int = 40) -> SafeString:
     """The first ``words`` words of a chunk, HTML-escaped: the snippet of a vector hit."""
-    parts = content.split()
+    parts = content.split(maxsplit=words)  # the words, then the rest of the text if any
     text = " ".join(parts[:words]) + (" …" if len(parts) > words else "")
     return mark_safe(escape(text))

@@ -1,0 +1,228 @@
+"""How a vector search reaches PostgreSQL: one flat statement, one round trip, settings that end
+with the search, server-prepared when the connection allows it, hits as the ORM builds them."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from django.db import connection, transaction
+from django.db.models.signals import post_init
+from pgvector import Vector
+
+import django_rag as rag
+from django_rag.ddl import IndexSpec
+from django_rag.models import Chunk, Document
+from django_rag.stores.base import QueryScope
+from django_rag.stores.pgsearch import SearchRequest, _vector_dumper, build_sql, run_search
+
+DOCS = [rag.RagDocument(f"n/{i}", f"note {i} about subject {i % 50}") for i in range(40)]
+
+
+def request(kb: rag.Collection, text: str = "subject 7", **scope: object) -> SearchRequest:
+    return SearchRequest(
+        mode="vector",
+        collection_id=kb.pk,
+        text_config="english",
+        space=kb.space,
+        k=10,
+        vector=kb.get_embedder().embed_query(text),
+        scope=QueryScope(**scope),
+    )
+
+
+def setting(name: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting(%s, true)", [name])
+        return cursor.fetchone()[0]
+
+
+@pytest.fixture
+def prepared() -> Iterator[psycopg.Connection]:
+    """Django's connection with psycopg's prepared statements on, as OPTIONS={"prepare_threshold": 5} does."""
+    connection.ensure_connection()
+    raw = connection.connection
+    raw.prepare_threshold = 5
+    yield raw
+    raw.prepare_threshold = None
+
+
+def prepared_statements(raw: psycopg.Connection) -> list[tuple[str, str, int]]:
+    return raw.execute(
+        "SELECT name, statement, generic_plans FROM pg_prepared_statements WHERE statement LIKE '%<=>%'"
+    ).fetchall()
+
+
+@pytest.mark.django_db
+def test_an_unfiltered_vector_search_binds_only_the_query_vector() -> None:
+    kb = rag.collection("docs")
+    sql, params = build_sql(request(kb))
+    assert list(params) == ["vector"]
+    assert "WITH" not in sql and "OVER" not in sql
+    assert f"c.collection_id = {kb.pk} " in sql and "LIMIT 10)" in sql
+
+
+@pytest.mark.django_db
+def test_filters_stay_bound_parameters_in_the_vector_statement() -> None:
+    kb = rag.collection("docs")
+    sql, params = build_sql(request(kb, tenant="x'; DROP TABLE t; --", tags=["a"], source_prefix="kb/"))
+    assert "DROP" not in sql
+    assert params["tenant"] == "x'; DROP TABLE t; --"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_vector_search_is_one_round_trip_of_its_settings_and_its_statement() -> None:
+    kb = rag.collection("docs")
+    kb.index(DOCS)
+    connection.ensure_connection()
+    pgconn = connection.connection.pgconn
+    with tempfile.TemporaryFile("w+") as trace:
+        pgconn.trace(trace.fileno())
+        pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            hits = kb.search("subject 7", k=5)
+        finally:
+            pgconn.untrace()
+        trace.seek(0)
+        sent = [line.split("\t")[2].strip() for line in trace if line.startswith("F\t")]
+    assert len(hits) == 5
+    assert sent.count("Sync") == 1  # one round trip
+    assert sent.count("Execute") == 2  # set_config(...) and the search; no BEGIN/COMMIT
+
+
+@pytest.mark.django_db(transaction=True)
+def test_search_settings_end_with_the_search_in_autocommit_mode() -> None:
+    kb = rag.collection("docs")
+    kb.index(DOCS)
+    assert len(kb.search("subject 7", k=25)) == 25
+    assert setting("hnsw.ef_search") == "40"
+    assert setting("hnsw.iterative_scan") == "off"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_inside_a_transaction_search_settings_last_until_it_ends() -> None:
+    kb = rag.collection("docs")
+    kb.index(DOCS)
+    with transaction.atomic():
+        kb.search("subject 7", k=50)
+        assert setting("hnsw.ef_search") == "50"
+        assert setting("hnsw.iterative_scan") == "relaxed_order"
+    assert setting("hnsw.ef_search") == "40"
+    assert setting("hnsw.iterative_scan") == "off"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_search_leaves_the_connection_idle_and_usable() -> None:
+    kb = rag.collection("docs")
+    kb.index(DOCS)
+    wrong = request(kb)
+    wrong.vector = [0.1, 0.2, 0.3]  # the space's index cast wants 64 dimensions
+    with pytest.raises(psycopg.errors.DataException):
+        run_search(wrong, "default")
+    assert connection.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert setting("hnsw.iterative_scan") == "off"
+    assert len(kb.search("subject 7", k=3)) == 3
+
+
+@pytest.mark.django_db
+def test_vector_hits_are_ranked_by_distance_with_scores_falling() -> None:
+    kb = rag.collection("docs")
+    kb.index(DOCS)
+    hits = kb.search("subject 7", k=10)
+    assert [h.vector_rank for h in hits] == list(range(1, 11))
+    assert all(h.text_rank is None for h in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+@pytest.mark.django_db
+def test_vector_hits_hold_the_instances_the_orm_loads() -> None:
+    kb = rag.collection("docs")
+    kb.index([rag.RagDocument("a", "Backups run nightly.", metadata={"team": "ops"}, tags=["faq"])])
+    hit = kb.search("backups", k=1)[0]
+    chunk = Chunk.objects.defer("embedding", "search_vector").get(pk=hit.chunk.pk)
+    document = Document.objects.get(pk=hit.document.pk)
+    for built, loaded in ((hit.chunk, chunk), (hit.document, document)):
+        assert type(built) is type(loaded)
+        assert {k: v for k, v in vars(built).items() if k != "_state"} == {
+            k: v for k, v in vars(loaded).items() if k != "_state"
+        }
+        assert (built._state.adding, built._state.db) == (False, "default")
+        assert built.get_deferred_fields() == loaded.get_deferred_fields()
+    assert hit.chunk.get_deferred_fields() == {"embedding", "search_vector"}
+    assert hit.chunk.metadata == {"team": "ops"} and hit.document.tags == ["faq"]
+
+
+@pytest.mark.django_db
+def test_vector_hits_send_post_init_to_its_receivers() -> None:
+    kb = rag.collection("docs")
+    kb.index(DOCS[:3])
+    seen: list[object] = []
+
+    def receiver(sender: type, instance: object, **kwargs: object) -> None:
+        seen.append(instance)
+
+    post_init.connect(receiver, sender=Chunk)
+    try:
+        hits = kb.search("subject 1", k=3)
+    finally:
+        post_init.disconnect(receiver, sender=Chunk)
+    assert [h.chunk for h in hits] == seen
+    assert all(h.chunk.get_deferred_fields() == {"embedding", "search_vector"} for h in hits)
+
+
+@pytest.fixture
+def indexed() -> rag.Collection:
+    kb = rag.collection("docs")
+    kb.index([rag.RagDocument(f"n/{i}", f"note {i} about subject {i % 50}") for i in range(3000)], tenant="t")
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # deferred FK checks would block CREATE INDEX
+        cursor.execute(IndexSpec(kb.space, 64).create_sql())
+        cursor.execute("ANALYZE")
+    return kb
+
+
+@pytest.mark.django_db
+def test_an_unfiltered_vector_search_runs_a_generic_plan_on_the_space_index(
+    indexed: rag.Collection, prepared: psycopg.Connection
+) -> None:
+    kb = indexed
+    custom = [h.chunk.pk for h in kb.search("subject 7", k=10)]  # prepared, planned for its vector
+    prepared.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+    for _ in range(3):
+        assert [h.chunk.pk for h in kb.search("subject 7", k=10)] == custom
+    [(name, _, generic_plans)] = prepared_statements(prepared)
+    assert generic_plans == 3
+    vector = prepared.execute("SELECT %s::vector::text", [str(request(kb).vector)]).fetchone()[0]
+    plan = "\n".join(r[0] for r in prepared.execute(f"EXPLAIN EXECUTE {name}(%s::vector)", [vector]))
+    assert f"Index Scan using {IndexSpec(kb.space, 64).name}" in plan, plan
+
+
+@pytest.mark.django_db
+def test_a_filtered_vector_search_is_planned_for_its_values(
+    indexed: rag.Collection, prepared: psycopg.Connection
+) -> None:
+    for _ in range(7):  # past psycopg's prepare_threshold
+        assert len(indexed.search("subject 7", k=10, tenant="t")) == 10
+    assert prepared_statements(prepared) == []
+
+
+@pytest.mark.django_db
+def test_a_one_percent_tenant_is_sorted_exactly_from_the_scope_index() -> None:
+    kb = rag.collection("docs")
+    docs = [rag.RagDocument(f"n/{i}", f"note {i} about subject {i % 50}") for i in range(3000)]
+    kb.index(docs[:2970], tenant="big")
+    kb.index(docs[2970:], tenant="rare")  # 1% of the rows
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # deferred FK checks would block CREATE INDEX
+        cursor.execute(IndexSpec(kb.space, 64).create_sql())
+        cursor.execute("ANALYZE")
+    plans = {}
+    for tenant in ("rare", "big"):
+        sql, params = build_sql(request(kb, tenant=tenant))
+        with psycopg.Cursor(connection.connection) as cur:
+            cur.adapters.register_dumper(Vector, _vector_dumper(connection.connection))
+            plans[tenant] = "\n".join(r[0] for r in cur.execute("EXPLAIN " + sql, params))
+    assert "Index Scan using django_rag_chunk_scope" in plans["rare"], plans["rare"]
+    assert f"Index Scan using {IndexSpec(kb.space, 64).name}" in plans["big"], plans["big"]
