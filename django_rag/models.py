@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .embedders.base import Embedder
     from .types import Hit, RagDocument, SyncResult
 
-__all__ = ["Chunk", "Collection", "Document", "Posting", "TextStats"]
+__all__ = ["Chunk", "Collection", "Document", "Posting", "TermStats", "TextStats"]
 
 
 class Collection(models.Model):
@@ -238,5 +238,31 @@ class TextStats(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["collection", "space", "shard"], name="django_rag_textstats_shard"
+            ),
+        ]
+
+
+class TermStats(models.Model):
+    """Per-collection, per-space document frequency of each lexeme, as deltas in shard rows.
+
+    Kept by the chunk triggers beside ``TextStats`` (migration 0005) so that BM25 reads a
+    term's frequency from a handful of rows instead of counting its postings on every query.
+    Readers sum the shards; a term whose sum is 0 has no postings left.
+    """
+
+    collection = models.ForeignKey(
+        Collection, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
+    )
+    space = models.CharField(max_length=200)
+    term = models.TextField()
+    shard = models.SmallIntegerField()
+    df = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["collection", "space", "term", "shard"],
+                include=["df"],
+                name="django_rag_termstats_term",
             ),
         ]

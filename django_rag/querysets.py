@@ -34,8 +34,8 @@ stats AS (
     FROM django_rag_textstats WHERE collection_id = %s AND space = %s
 )
 SELECT t.term,
-       (SELECT count(*) FROM django_rag_posting AS p
-        WHERE p.collection_id = %s AND p.space = %s AND p.term = t.term),
+       (SELECT coalesce(sum(d.df), 0) FROM django_rag_termstats AS d
+        WHERE d.collection_id = %s AND d.space = %s AND d.term = t.term),
        s.n, s.avgdl
 FROM terms AS t CROSS JOIN stats AS s(n, avgdl)
 """

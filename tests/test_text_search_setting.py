@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
+import psycopg
 import pytest
 from django.db import connection
 from django.test import override_settings
@@ -111,7 +113,8 @@ def test_an_unchanged_setting_rewrites_nothing() -> None:
 
 
 def assert_text_index_matches_chunks() -> None:
-    """Postings and statistics equal what the stored tsvectors say, whatever wrote the chunks."""
+    """Postings and statistics (collection totals, per-term frequencies) equal what the stored
+    tsvectors say, whatever wrote the chunks."""
     expected_postings = """
         SELECT c.id, c.collection_id, c.space, u.lexeme, coalesce(array_length(u.positions, 1), 1),
                sum(coalesce(array_length(u.positions, 1), 1)) OVER (PARTITION BY c.id)
@@ -133,6 +136,14 @@ def assert_text_index_matches_chunks() -> None:
             SELECT collection_id, space, sum(chunks), sum(length) FROM django_rag_textstats
             GROUP BY 1, 2 HAVING sum(chunks) <> 0 OR sum(length) <> 0 ORDER BY 1, 2""")
         assert [(c, s, int(n), int(length)) for c, s, n, length in cursor.fetchall()] == expected_stats
+        cursor.execute("""
+            SELECT collection_id, space, term, count(*) FROM django_rag_posting
+            GROUP BY 1, 2, 3 ORDER BY 1, 2, 3""")
+        expected_dfs = cursor.fetchall()
+        cursor.execute("""
+            SELECT collection_id, space, term, sum(df) FROM django_rag_termstats
+            GROUP BY 1, 2, 3 HAVING sum(df) <> 0 ORDER BY 1, 2, 3""")
+        assert [(c, s, t, int(df)) for c, s, t, df in cursor.fetchall()] == expected_dfs
 
 
 def test_postings_and_statistics_follow_every_kind_of_chunk_write() -> None:
@@ -168,3 +179,67 @@ def test_rag_reindex_applies_a_changed_text_config_to_stored_chunks() -> None:
     with override_settings(RAG=rag_with(TEXT_CONFIG="simple")):
         call_command("rag_reindex", "kb", verbosity=0)
         assert Posting.objects.filter(collection=kb, term="the").count() == 2
+
+
+def _same_shard_pair() -> tuple[psycopg.Connection, psycopg.Connection]:
+    """Two connections to the test database whose backends share a statistics shard (pid % 8)."""
+    settings = connection.settings_dict
+    conninfo = psycopg.conninfo.make_conninfo(
+        dbname=settings["NAME"], user=settings["USER"], password=settings["PASSWORD"],
+        host=settings["HOST"], port=settings["PORT"] or None,
+    )
+    by_shard: dict[int, psycopg.Connection] = {}
+    for _ in range(9):  # nine backends over eight shards: two must share one
+        conn = psycopg.connect(conninfo)
+        shard = conn.info.backend_pid % 8
+        if shard in by_shard:
+            pair = by_shard.pop(shard), conn
+            for other in by_shard.values():
+                other.close()
+            return pair
+        by_shard[shard] = conn
+    raise AssertionError("unreachable")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writers_sharing_a_statistics_shard_end_consistent() -> None:
+    words = [f"word{i}" for i in range(120)]
+    with override_settings(RAG=rag_with(TEXT_CONFIG="simple", CHUNK_SIZE=16, CHUNK_OVERLAP=0)):
+        kb = rag.collection("kb")
+        kb.index([rag.RagDocument(f"d{n}", "\n\n".join(" ".join(words[i:i + 12]) for i in range(0, 120, 12)))
+                  for n in range(2)])
+        chunk_ids = [list(Chunk.objects.filter(document__source_id=f"d{n}").values_list("pk", flat=True))
+                     for n in range(2)]
+        first, second = _same_shard_pair()
+        barrier = threading.Barrier(2)
+        errors: list[BaseException] = []
+
+        def writer(conn: psycopg.Connection, ids: list[int], order: list[str]) -> None:
+            try:
+                for round_ in range(8):
+                    barrier.wait(10)
+                    with conn.transaction():
+                        # Two statements, each rewriting the lexemes of one chunk: between them the
+                        # transaction holds statistic rows of the first set and wants the second's.
+                        for chunk_id, part in zip(ids[:2], (order[:60], order[60:]), strict=True):
+                            conn.execute(
+                                "UPDATE django_rag_chunk SET search_vector = to_tsvector('simple', %s) "
+                                "WHERE id = %s",
+                                [" ".join(part) + f" round{round_}", chunk_id],
+                            )
+            except BaseException as exc:
+                errors.append(exc)
+                barrier.abort()
+
+        threads = [
+            threading.Thread(target=writer, args=(first, chunk_ids[0], words)),
+            threading.Thread(target=writer, args=(second, chunk_ids[1], words[::-1])),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        first.close()
+        second.close()
+        assert errors == []
+        assert_text_index_matches_chunks()

@@ -2,9 +2,9 @@
 
 The vector leg is an HNSW scan of the space's partial expression index (``rag_migration``)
 with iterative scan on, so filters never starve it of rows. The text leg ranks with BM25 over
-PostgreSQL's own lexemes, read from the postings table that triggers keep (see migration
-0002): document frequencies come from the postings of the query's terms, collection size and
-average length from the per-collection statistics. Hybrid fuses both rankings with Reciprocal
+PostgreSQL's own lexemes, read from the postings table that triggers keep (see migrations
+0002 and 0005): document frequencies, collection size and average length come from the
+statistics tables the same triggers keep. Hybrid fuses both rankings with Reciprocal
 Rank Fusion inside the same statement, and the final SELECT returns chunk and document
 columns, so a search is one round trip (the per-transaction index settings travel in the same
 pipeline). A vector-only search is one flat SELECT, as one would write it by hand.
@@ -153,7 +153,7 @@ def _text_leg(request: SearchRequest, params: dict[str, Any], filters: str, spac
     if request.scope.min_score is not None and request.mode == "text":
         params["min_bm25"] = request.scope.min_score
         floor = " AND b.score >= %(min_bm25)s"
-    weight = bm25_expression("p.tf", "p.dl", "p.df", "s.n", "s.avgdl")
+    k1, b = f"{K1}::float8", f"{B}::float8"
     # Postings already carry the space: the chunk table is joined only when something filters on it.
     join = " JOIN django_rag_chunk AS c ON c.id = b.id" if filters or matcher else ""
     return f"""
@@ -165,15 +165,23 @@ stats AS (
            greatest(sum(length), 1)::float8 / greatest(sum(chunks), 1)::float8 AS avgdl
     FROM django_rag_textstats WHERE collection_id = %(collection)s AND space = {space}
 ),
-post AS (
-    SELECT p.chunk_id, p.tf::float8 AS tf, p.dl::float8 AS dl,
-           count(*) OVER (PARTITION BY p.term)::float8 AS df
-    FROM django_rag_posting AS p
-    WHERE p.collection_id = %(collection)s AND p.space = {space}
-      AND p.term = ANY (ARRAY(SELECT term FROM terms))
+df AS (
+    SELECT t.term, sum(t.df)::float8 AS df FROM django_rag_termstats AS t
+    WHERE t.collection_id = %(collection)s AND t.space = {space}
+      AND t.term = ANY (ARRAY(SELECT term FROM terms))
+    GROUP BY t.term HAVING sum(t.df) > 0
+),
+idf AS (
+    -- bm25_expression with the per-term factors computed once per term, not once per posting.
+    SELECT d.term, ln(1 + (s.n - d.df + 0.5::float8) / (d.df + 0.5::float8)) * ({k1} + 1) AS w,
+           {k1} * (1 - {b}) AS c1, {k1} * {b} / s.avgdl AS c2
+    FROM df AS d CROSS JOIN stats AS s
 ),
 bm25 AS (
-    SELECT p.chunk_id AS id, sum({weight}) AS score FROM post AS p CROSS JOIN stats AS s GROUP BY p.chunk_id
+    SELECT p.chunk_id AS id, sum(i.w * p.tf / (p.tf + i.c1 + i.c2 * p.dl)) AS score
+    FROM idf AS i JOIN django_rag_posting AS p ON p.term = i.term
+    WHERE p.collection_id = %(collection)s AND p.space = {space} AND p.term = ANY (ARRAY(SELECT term FROM df))
+    GROUP BY p.chunk_id
 ),
 txt AS MATERIALIZED (
     SELECT b.id, b.score FROM bm25 AS b{join}
