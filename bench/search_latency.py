@@ -38,7 +38,7 @@ One run, one scratch database on an embedded PostgreSQL 18 + pgvector 0.8 of its
    identically for every contender. Copies crowd the top 10 (a document and its ~9 copies
    share one text), so nDCG is also given over the first 10 distinct documents of the top 300
    chunks, and for django-rag on the original chunks alone (``tags=["original"]``). Then where
-   the time goes (EXPLAIN ANALYZE) and a prototype of the BM25 leg at SQL level.
+   the time goes (EXPLAIN ANALYZE) and how many postings the BM25 leg reads per query.
 4. Filtered recall: for the 1% tenant, recall@10 of ``kb.search(vec, mode="vector", k=10,
    tenant=...)`` against exact search (same filter, ``ORDER BY embedding <=> q`` on the raw
    column, which no index serves) and the share of queries returning exactly k rows; then the
@@ -348,49 +348,6 @@ def raw_connection(
     for name, value in settings.items():
         conn.execute("SELECT set_config(%s, %s, false)", [name.replace("__", "."), value])
     return conn
-
-
-def django_rag_sql_runner(conn: psycopg.Connection[Any], collection_id: int, *, snippets: bool = True,
-                          iterative: str = "relaxed_order", ef_search: int = 40, mode: str = "vector",
-                          transform: Callable[[str], str] | None = None,
-                          settings: dict[str, str] | None = None) -> Callable[..., list[Any]]:
-    """django-rag's text or hybrid statement (``pgsearch.build_sql``) in a BEGIN/set_config/COMMIT
-    pipeline, rows as tuples: the BM25 leg at SQL level (``bm25_prototype``).
-
-    ``transform`` rewrites the statement and ``settings`` adds SET LOCAL settings (prototypes).
-    """
-    from pgvector import Vector
-
-    from django_rag.stores.base import QueryScope
-    from django_rag.stores.pgsearch import SearchRequest, build_sql
-
-    extra = dict(settings or {})
-    config = (
-        "SELECT set_config('hnsw.ef_search', %(ef)s, true), set_config('hnsw.iterative_scan', %(it)s, true)"
-    )
-    config += "".join(f", set_config('{name}', %({name})s, true)" for name in extra)
-
-    def run(vector: list[float], tenant: str | None = None, text: str = "") -> list[Any]:
-        request = SearchRequest(
-            mode=mode, collection_id=collection_id, text_config="english", space=SPACE, k=K, text=text,
-            vector=vector if mode != "text" else None, scope=QueryScope(tenant=tenant), snippets=snippets,
-            ef_search=ef_search, candidates=CANDIDATES,
-        )
-        sql, params = build_sql(request)
-        if transform is not None:
-            sql = transform(sql)
-        if mode != "text":
-            params["vector"] = Vector(vector)
-        with conn.cursor() as setup, conn.cursor() as cur:
-            with conn.pipeline():
-                setup.execute("BEGIN")
-                ef = str(max(ef_search, params["candidates"]))
-                setup.execute(config, {"ef": ef, "it": iterative, **extra})
-                cur.execute(sql, params)
-                setup.execute("COMMIT")
-            return cur.fetchall()
-
-    return run
 
 
 # -- measuring -------------------------------------------------------------------------------------
@@ -742,56 +699,21 @@ def hybrid_latency(db: Database, kb: Any, corpus: Corpus, queries: Queries, orde
             f"vector-only p50 {hybrid[0].p(50) / hybrid[2].p(50):.2f}x")
     lc_text_matches(db, texts, order, out)
     explain_hybrid(pipe, kb.pk, texts, qvec, hybrid[0], out)
-    bm25_prototype(pipe, kb.pk, texts, qvec, order, args, out)
+    postings_read(pipe, kb.pk, texts, order, out)
 
 
-def bm25_prototype(conn: psycopg.Connection[Any], collection_id: int, texts: list[str],
-                   qvec: list[list[float]], order: list[int], args: argparse.Namespace, out: Report) -> None:
-    """django-rag's text and hybrid statements vs the same with ``search_fastpath``'s BM25 leg."""
-    import search_fastpath
-
-    build_s = search_fastpath.create_term_stats(conn)
-    id_at = 4 + chunk_columns()[0].index("id")
-
-    def proto(sql: str) -> str:
-        return search_fastpath.bm25_prototype_sql(sql, SPACE)
-
-    series: list[Series] = []
-    for mode in ("text", "hybrid"):
-        for label, options in (
-            ("django-rag statement", {}),
-            ("prototype BM25 leg", {"transform": proto, "settings": search_fastpath.BM25_PROTOTYPE_SETTINGS}),
-        ):
-            run = django_rag_sql_runner(conn, collection_id, snippets=False, mode=mode, **options)
-            series.append(Series(f"{mode}: {label}", partial(_scored, run, texts, qvec, id_at)))
-    interleaved(series, order, min(args.warmup, 10), 1)
-    out.add()
-    out.add(f"== BM25 leg at SQL level (psycopg, django-rag's pipeline, snippets off), {len(order)} queries; "
-            f"per-term df table built from the postings in {build_s:.1f} s; {machine_line()}")
-    rows = []
-    for now, new in (series[0:2], series[2:4]):
-        same = sum(  # scores, not ids: near-tied copies may swap on the last bit
-            len(now.results[i]) == len(new.results[i])
-            and np.allclose([r[0] for r in now.results[i]], [r[0] for r in new.results[i]], rtol=0, atol=1e-9)
-            for i in order
-        )
-        worst = max(
-            max((abs(a[0] - b[0]) for a, b in zip(now.results[i], new.results[i], strict=False)), default=0.0)
-            for i in order
-        )
-        for s in (now, new):
-            rows.append([s.name, f"{s.p(50):.2f}", f"{s.p(95):.2f}", f"{s.p(50) / now.p(50):.2f}x",
-                         f"{same}/{len(order)} same scores, max diff {worst:.1e}" if s is new else ""])
-    out.table(["statement", "p50 ms", "p95 ms", "vs now", "agreement"], rows)
-    # How much a top-k pruning (MaxScore/WAND) could skip: postings of the common terms.
+def postings_read(conn: psycopg.Connection[Any], collection_id: int, texts: list[str], order: list[int],
+                  out: Report) -> None:
+    """How many postings the BM25 leg reads per query, and the share of common terms in them."""
     n_chunks = conn.execute(
         "SELECT sum(chunks) FROM django_rag_textstats WHERE collection_id = %s", [collection_id]
     ).fetchone()[0]  # type: ignore[index]
     totals, common = [], []
     for i in order:
-        dfs = [row[0] for row in conn.execute(
-            f"SELECT df FROM {search_fastpath.TERM_STATS} WHERE collection_id = %s AND space = %s "
-            "AND term = ANY(SELECT DISTINCT lexeme FROM unnest(to_tsvector('english'::regconfig, %s)))",
+        dfs = [float(row[0]) for row in conn.execute(
+            "SELECT sum(df) FROM django_rag_termstats WHERE collection_id = %s AND space = %s "
+            "AND term = ANY(SELECT DISTINCT lexeme FROM unnest(to_tsvector('english'::regconfig, %s))) "
+            "GROUP BY term",
             [collection_id, SPACE, texts[i]],
         )]
         totals.append(sum(dfs))
@@ -800,11 +722,6 @@ def bm25_prototype(conn: psycopg.Connection[Any], collection_id: int, texts: lis
     out.add(f"postings read per query: median {np.median(totals):,.0f} "
             f"(p95 {np.percentile(totals, 95):,.0f}); {share:.0%} of them belong to terms in more than 5% "
             "of the chunks (idf < 3)")
-
-
-def _scored(run: Callable[..., list[Any]], texts: list[str], qvec: list[list[float]], id_at: int,
-            i: int) -> list[tuple[float, int]]:
-    return [(float(r[0]), r[id_at]) for r in run(qvec[i], text=texts[i])]
 
 
 def deep_ndcg(kb: Any, corpus: Corpus, queries: Queries, order: list[int], lc: LangChain,
