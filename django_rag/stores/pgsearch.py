@@ -17,6 +17,7 @@ first use and skips parsing and planning afterwards.
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,8 +30,7 @@ from django.db.models import DEFERRED, Model
 from django.db.models.base import ModelState
 from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
 from django.db.models.signals import post_init, pre_init
-from django.utils.html import escape
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import SafeString
 from pgvector import Vector
 from pgvector.psycopg.vector import VectorBinaryDumper
 
@@ -324,10 +324,12 @@ def run_search(request: SearchRequest, using: str) -> list[Hit]:
         prefix = _PREFIX
     connection = connections[using]
     chunks, documents = _loaders(using, prefix)
+    # Whether init signals have receivers, asked once per search rather than per instance.
+    chunk_direct, document_direct = chunks.can_skip_init(), documents.can_skip_init()
     hits = []
     for rank, row in enumerate(rows, 1):
-        chunk = chunks.build(row, using, connection)
-        document = documents.build(row, using, connection)
+        chunk = chunks.build(row, using, connection, chunk_direct)
+        document = documents.build(row, using, connection, document_direct)
         chunk._state.fields_cache["document"] = document
         if prefix == _VECTOR_PREFIX:
             score, vrank, trank = 1.0 - row[0], rank, None
@@ -391,7 +393,12 @@ class _Loader:
             )
         )
 
-    def build(self, row: tuple[Any, ...], using: str, connection: Any) -> Any:
+    def can_skip_init(self) -> bool:
+        """Whether instances may skip ``Model.__init__`` now (nobody listens to its signals)."""
+        model = self.model
+        return self.direct and not (pre_init.has_listeners(model) or post_init.has_listeners(model))
+
+    def build(self, row: tuple[Any, ...], using: str, connection: Any, direct: bool) -> Any:
         values = list(self.values(row))
         for i, col, converters in self.converters:
             value = values[i]
@@ -399,7 +406,7 @@ class _Loader:
                 value = converter(value, col, connection)
             values[i] = value
         model = self.model
-        if self.direct and not (pre_init.has_listeners(model) or post_init.has_listeners(model)):
+        if direct:
             instance = model.__new__(model)
             instance._state = state = ModelState()
             state.adding, state.db = False, using
@@ -438,12 +445,13 @@ def _vector_dumper(raw: psycopg.Connection[Any]) -> type[VectorBinaryDumper]:
 
 def _snippet(headline: str) -> SafeString:
     """HTML-escape the chunk text, then turn ts_headline's markers into <mark>: safe to render."""
-    text = escape(headline.replace("\n", " "))
-    return mark_safe(text.replace(_MARK_START, "<mark>").replace(_MARK_STOP, "</mark>"))
+    # html.escape is what django.utils.html.escape runs, without its lazy-string wrapper.
+    text = html.escape(headline.replace("\n", " "))
+    return SafeString(text.replace(_MARK_START, "<mark>").replace(_MARK_STOP, "</mark>"))
 
 
 def _opening(content: str, words: int = 40) -> SafeString:
     """The first ``words`` words of a chunk, HTML-escaped: the snippet of a vector hit."""
     parts = content.split(maxsplit=words)  # the words, then the rest of the text if any
     text = " ".join(parts[:words]) + (" …" if len(parts) > words else "")
-    return mark_safe(escape(text))
+    return SafeString(html.escape(text))
