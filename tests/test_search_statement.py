@@ -15,8 +15,10 @@ from pgvector import Vector
 import django_rag as rag
 from django_rag.ddl import IndexSpec
 from django_rag.models import Chunk, Document
+from django_rag.stores.adapters import vector_dumper
 from django_rag.stores.base import QueryScope
-from django_rag.stores.pgsearch import SearchRequest, _vector_dumper, build_sql, run_search
+from django_rag.stores.pgsearch import SearchRequest, build_sql, run_search
+from django_rag.stores.pgvector import _vector_type
 
 DOCS = [rag.RagDocument(f"n/{i}", f"note {i} about subject {i % 50}") for i in range(40)]
 
@@ -222,7 +224,7 @@ def test_a_one_percent_tenant_is_sorted_exactly_from_the_scope_index() -> None:
     for tenant in ("rare", "big"):
         sql, params = build_sql(request(kb, tenant=tenant))
         with psycopg.Cursor(connection.connection) as cur:
-            cur.adapters.register_dumper(Vector, _vector_dumper(connection.connection))
+            cur.adapters.register_dumper(Vector, vector_dumper(_vector_type(connection.connection).oid))
             plans[tenant] = "\n".join(r[0] for r in cur.execute("EXPLAIN " + sql, params))
     assert "Index Scan using django_rag_chunk_scope" in plans["rare"], plans["rare"]
     assert f"Index Scan using {IndexSpec(kb.space, 64).name}" in plans["big"], plans["big"]

@@ -26,18 +26,15 @@ from typing import Any
 
 import psycopg
 from django.db import connections
-from django.db.models import DEFERRED, Model
-from django.db.models.base import ModelState
-from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttribute
-from django.db.models.signals import post_init, pre_init
 from django.utils.safestring import SafeString
 from pgvector import Vector
-from pgvector.psycopg.vector import VectorBinaryDumper
 
 from ..ddl import IndexSpec, quote_literal
 from ..models import Chunk, Document
 from ..types import Hit
+from .adapters import vector_dumper
 from .base import PREFIX_SEPARATORS, QueryScope
+from .instances import RowLoader
 from .pgvector import _raw_connection, _vector_type, escape_like
 
 __all__ = ["SearchRequest", "bm25_expression", "build_sql", "fetch_rows", "run_search"]
@@ -304,7 +301,7 @@ def fetch_rows(request: SearchRequest, using: str) -> list[tuple[Any, ...]]:
     ef = str(max(request.ef_search, request.candidates if request.mode == "hybrid" else request.k))
     raw = _raw_connection(using)
     with psycopg.Cursor(raw) as setup, psycopg.Cursor(raw) as cur:
-        cur.adapters.register_dumper(Vector, _vector_dumper(raw))
+        cur.adapters.register_dumper(Vector, vector_dumper(_vector_type(raw).oid))
         with raw.pipeline():
             # psycopg ignores prepare=True on connections with prepare_threshold=None (Django's
             # default; set it in DATABASES OPTIONS to use server-prepared statements).
@@ -357,90 +354,20 @@ def run_search(request: SearchRequest, using: str) -> list[Hit]:
 _DISTANCE_ID = itemgetter(0, _VECTOR_PREFIX + [f.attname for f in _CHUNK_FIELDS].index("id"))
 
 
-class _Loader:
-    """Builds one model's instances from its columns of a result row, as the ORM does.
-
-    The concrete fields the statement leaves out (the chunk's embedding and tsvector) are
-    deferred, and values pass through the same DB converters as in a QuerySet (JSON, ...).
-    """
-
-    def __init__(self, model: type[Model], fields: list[Any], start: int, using: str) -> None:
-        connection = connections[using]
-        self.model = model
-        self.names = [f.attname for f in fields]
-        self.values = itemgetter(*range(start, start + len(fields)))
-        self.converters = []
-        for i, field_ in enumerate(fields):
-            col = field_.get_col(model._meta.db_table)
-            found = connection.ops.get_db_converters(col) + field_.get_db_converters(connection)
-            if found:
-                self.converters.append((i, col, found))
-        at = {f.attname: i for i, f in enumerate(fields)}
-        # For from_db: every concrete field in order, -1 picking the DEFERRED appended to the values.
-        self.concrete_names = [f.attname for f in model._meta.concrete_fields]
-        self.concrete = itemgetter(*[at.get(name, -1) for name in self.concrete_names])
-        # Model.__init__ sets each value with setattr; for these models that only writes
-        # __dict__ (no field descriptor does more on a new instance), so the instance can be
-        # made as from_db makes it without the per-field loop, unless someone listens to its
-        # init signals or the model overrides __init__/from_db.
-        self.direct = (
-            model.__init__ is Model.__init__
-            and model.from_db.__func__ is Model.from_db.__func__  # type: ignore[attr-defined]
-            and all(
-                not hasattr(type(getattr(model, name, None)), "__set__")
-                or type(getattr(model, name)) is ForeignKeyDeferredAttribute
-                for name in self.names
-            )
-        )
-
-    def can_skip_init(self) -> bool:
-        """Whether instances may skip ``Model.__init__`` now (nobody listens to its signals)."""
-        model = self.model
-        return self.direct and not (pre_init.has_listeners(model) or post_init.has_listeners(model))
-
-    def build(self, row: tuple[Any, ...], using: str, connection: Any, direct: bool) -> Any:
-        values = list(self.values(row))
-        for i, col, converters in self.converters:
-            value = values[i]
-            for converter in converters:
-                value = converter(value, col, connection)
-            values[i] = value
-        model = self.model
-        if direct:
-            instance = model.__new__(model)
-            instance._state = state = ModelState()
-            state.adding, state.db = False, using
-            instance.__dict__.update(zip(self.names, values, strict=True))
-            return instance
-        return model.from_db(using, self.concrete_names, list(self.concrete((*values, DEFERRED))))
+_loaders_by_alias: dict[tuple[str, int], tuple[RowLoader, RowLoader]] = {}
 
 
-_loaders_by_alias: dict[tuple[str, int], tuple[_Loader, _Loader]] = {}
-
-
-def _loaders(using: str, prefix: int) -> tuple[_Loader, _Loader]:
+def _loaders(using: str, prefix: int) -> tuple[RowLoader, RowLoader]:
     """The chunk and document loaders of a row layout, resolved once per database alias."""
     key = (using, prefix)
     found = _loaders_by_alias.get(key)
     if found is None:
         split = prefix + len(_CHUNK_FIELDS)
         found = _loaders_by_alias[key] = (
-            _Loader(Chunk, _CHUNK_FIELDS, prefix, using),
-            _Loader(Document, _DOCUMENT_FIELDS, split, using),
+            RowLoader(Chunk, _CHUNK_FIELDS, prefix, using),
+            RowLoader(Document, _DOCUMENT_FIELDS, split, using),
         )
     return found
-
-
-_dumpers: dict[int, type[VectorBinaryDumper]] = {}
-
-
-def _vector_dumper(raw: psycopg.Connection[Any]) -> type[VectorBinaryDumper]:
-    """pgvector's binary dumper bound to this database's ``vector`` oid (one class per oid)."""
-    oid = _vector_type(raw).oid
-    dumper = _dumpers.get(oid)
-    if dumper is None:
-        dumper = _dumpers[oid] = type("VectorDumper", (VectorBinaryDumper,), {"oid": oid})
-    return dumper
 
 
 def _snippet(headline: str) -> SafeString:

@@ -9,7 +9,6 @@ statements per batch of documents, never one per row.
 
 from __future__ import annotations
 
-import struct
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -18,8 +17,6 @@ import psycopg
 from django.contrib.contenttypes.models import ContentType
 from django.db import connections, transaction
 from pgvector.psycopg.vector import register_vector_info
-from psycopg.adapt import Dumper
-from psycopg.pq import Format
 from psycopg.types import TypeInfo
 from psycopg.types.json import Jsonb
 
@@ -28,6 +25,7 @@ from ..dberrors import translate_db_errors
 from ..exceptions import ConfigurationError
 from ..models import Chunk, Collection, Document
 from ..types import ChunkData, Hit, SyncResult
+from .adapters import pack, register_packed_vectors
 from .base import PREFIX_SEPARATORS, DocumentInfo, QueryScope, check_delete_args, diff_chunks
 
 __all__ = ["PgVectorStore", "escape_like", "lock_documents", "prefix_q"]
@@ -147,7 +145,7 @@ class PgVectorStore:
             coll = _collection(collection, self.using)
             raw = _raw_connection(self.using)
             with psycopg.Cursor(raw) as cur:
-                _register_packed_vectors(cur, _vector_type(raw))
+                register_packed_vectors(cur, _vector_type(raw))
                 # Sorted, so two batches sharing documents always lock in the same order (no deadlock).
                 lock_documents(cur, coll.pk, [doc.source_id for doc, _ in items])
                 cur.execute(_UPSERT_DOCUMENTS, {"collection": coll.pk, **self._document_columns(items)})
@@ -336,7 +334,7 @@ def _columns(chunks: Sequence[ChunkData], *, with_text: bool) -> dict[str, list[
     if with_text:
         columns["content"] = [c.content for c in chunks]
         columns["hash"] = [c.content_hash for c in chunks]
-        columns["embedding"] = [_pack(c.embedding) for c in chunks]
+        columns["embedding"] = [pack(c.embedding) for c in chunks]
     return columns
 
 
@@ -369,39 +367,8 @@ def _copy_chunks(
             copy.write_row((
                 doc_id, collection_id, document.tenant, list(document.tags), space, chunk.index,
                 chunk.content, chunk.content_hash, chunk.token_count, chunk.page, chunk.char_start,
-                chunk.char_end, Jsonb(chunk.metadata), _pack(chunk.embedding),
+                chunk.char_end, Jsonb(chunk.metadata), pack(chunk.embedding),
             ))
-
-
-class _PackedVector(bytes):
-    """A vector already in pgvector's binary wire format (dims, unused, big-endian float4s)."""
-
-
-_packers: dict[int, struct.Struct] = {}
-
-
-def _pack(values: Sequence[float]) -> _PackedVector:
-    # One struct.pack per vector: a third of the time of pgvector.Vector(values).to_binary().
-    packer = _packers.get(len(values))
-    if packer is None:
-        packer = _packers[len(values)] = struct.Struct(f">HH{len(values)}f")
-    return _PackedVector(packer.pack(len(values), 0, *values))
-
-
-class _PackedVectorDumper(Dumper):
-    format = Format.BINARY
-
-    def dump(self, obj: Any) -> bytes:
-        return obj  # type: ignore[no-any-return]
-
-
-def _register_packed_vectors(cur: psycopg.Cursor[Any], info: TypeInfo) -> None:
-    """pgvector's adapters on ``cur``, then the pass-through dumper of ``_PackedVector``.
-
-    Registered last, it is also the dumper COPY picks for the vector type.
-    """
-    register_vector_info(cur, info)
-    cur.adapters.register_dumper(_PackedVector, type("", (_PackedVectorDumper,), {"oid": info.oid}))
 
 
 def _raw_connection(using: str) -> psycopg.Connection[Any]:
