@@ -168,7 +168,7 @@ df AS (
       AND t.term = ANY (ARRAY(SELECT term FROM terms))
     GROUP BY t.term HAVING sum(t.df) > 0
 ),
-idf AS (
+idf AS MATERIALIZED (
     -- bm25_expression with the per-term factors computed once per term, not once per posting.
     SELECT d.term, ln(1 + (s.n - d.df + 0.5::float8) / (d.df + 0.5::float8)) * ({k1} + 1) AS w,
            {k1} * (1 - {b}) AS c1, {k1} * {b} / s.avgdl AS c2
