@@ -228,3 +228,15 @@ def test_a_one_percent_tenant_is_sorted_exactly_from_the_scope_index() -> None:
             plans[tenant] = "\n".join(r[0] for r in cur.execute("EXPLAIN " + sql, params))
     assert "Index Scan using django_rag_chunk_scope" in plans["rare"], plans["rare"]
     assert f"Index Scan using {IndexSpec(kb.space, 64).name}" in plans["big"], plans["big"]
+
+
+@pytest.mark.django_db
+def test_hits_of_one_document_share_its_instance() -> None:
+    kb = rag.collection("docs")
+    long_text = "\n\n".join(f"Paragraph {i} about backups and restores, its own words." for i in range(60))
+    kb.index([rag.RagDocument("manual", long_text), rag.RagDocument("other", "Invoices and billing.")])
+    hits = kb.search("backups and restores", k=5)
+    manual = [hit for hit in hits if hit.source_id == "manual"]
+    assert len(manual) >= 2
+    assert all(hit.document is manual[0].document for hit in manual)
+    assert all(hit.chunk.document is hit.document for hit in hits)

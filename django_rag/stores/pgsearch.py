@@ -323,10 +323,15 @@ def run_search(request: SearchRequest, using: str) -> list[Hit]:
     chunks, documents = _loaders(using, prefix)
     # Whether init signals have receivers, asked once per search rather than per instance.
     chunk_direct, document_direct = chunks.can_skip_init(), documents.can_skip_init()
+    # Hits of one document share its instance (as prefetch_related would): built once per search.
+    by_document: dict[Any, Any] = {}
     hits = []
     for rank, row in enumerate(rows, 1):
         chunk = chunks.build(row, using, connection, chunk_direct)
-        document = documents.build(row, using, connection, document_direct)
+        document = by_document.get(chunk.document_id)
+        if document is None:
+            document = documents.build(row, using, connection, document_direct)
+            by_document[chunk.document_id] = document
         chunk._state.fields_cache["document"] = document
         if prefix == _VECTOR_PREFIX:
             score, vrank, trank = 1.0 - row[0], rank, None
