@@ -78,3 +78,18 @@ def test_a_384_dim_chunk_row_keeps_its_vector_out_of_toast() -> None:
         cursor.execute("SELECT pg_column_size(embedding), pg_column_size(content) FROM django_rag_chunk")
         vector_bytes, _ = cursor.fetchone()
         assert vector_bytes == 4 + 4 * 384 + 4  # varlena header + dims/unused + floats, inline
+
+
+def test_a_vector_only_collection_resyncs_by_hash_like_any_other() -> None:
+    collections = {"kb": {"TEXT_SEARCH": False, "CHUNK_SIZE": 16, "CHUNK_OVERLAP": 0}}
+    paragraphs = [f"Paragraph {i} keeps its own distinct words here." for i in range(6)]
+    with override_settings(RAG={"EMBEDDERS": HASHING, "COLLECTIONS": collections}):
+        kb = rag.collection("kb")
+        first = kb.index([rag.RagDocument("doc", "\n\n".join(paragraphs))])
+        paragraphs[2] = "Paragraph 2 was rewritten with other words."
+        second = kb.index([rag.RagDocument("doc", "\n\n".join(paragraphs))])
+        assert (first.added, first.embedded) == (6, 6)
+        assert (second.added, second.removed, second.unchanged, second.embedded) == (1, 1, 5, 1)
+        stored = list(Chunk.objects.filter(collection=kb).order_by("index").values_list("content", flat=True))
+        assert stored == paragraphs
+        assert kb.search("rewritten with other words", k=1)[0].chunk.content == paragraphs[2]
