@@ -86,7 +86,9 @@ def refresh_text_index(coll: Collection, *, using: str) -> int:
 
     Runs when TEXT_CONFIG or TEXT_SEARCH changes, in the transaction that records the change,
     so text search never mixes two configs. One UPDATE over the collection's chunks, no
-    embedding: seconds per 10k chunks. Returns the number of chunks rewritten.
+    embedding, but the triggers rewrite every posting: 8-24 s per 10k SciFact chunks measured
+    here. On a large collection run ``manage.py rag_reindex NAME`` right after deploying the
+    change, so that no request pays for it. Returns the number of chunks rewritten.
     """
     config = coll.text_config if coll.text_search else None
     with connections[using].cursor() as cursor:

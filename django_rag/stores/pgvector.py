@@ -3,8 +3,9 @@
 Writes run under a transaction-scoped advisory lock on (collection, source_id), so two syncs
 of one document serialize while different documents ingest in parallel. New chunk rows go
 in with one ``INSERT ... SELECT FROM unnest(...)`` whose array parameters travel in binary
-(vectors in pgvector's binary format: no float-to-text conversion): a fixed number of
-statements per batch of documents, never one per row.
+(vectors in pgvector's binary format: no float-to-text conversion), computing ``to_tsvector``
+server-side; in a vector-only collection (TEXT_SEARCH off) with one binary COPY. Either way a
+fixed number of statements per batch of documents, never one per row.
 """
 
 from __future__ import annotations
