@@ -8,8 +8,8 @@ import pytest
 from django.db import connection
 
 import django_rag as rag
-from django_rag.ddl import IndexSpec
-from django_rag.stores.pgsearch import K1, B, SearchRequest, build_sql
+from django_rag.stores.pgsearch import K1, B
+from tests.plans import build_space_index, explain
 
 pytestmark = pytest.mark.django_db
 
@@ -147,55 +147,20 @@ def test_a_one_percent_filter_on_an_hnsw_index_still_returns_k_rows() -> None:
     ]
     kb.index(docs[:1980], tenant="big")
     kb.index(docs[1980:], tenant="rare")  # 1% of the rows
-    with connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # deferred FK checks would block CREATE INDEX
-        cursor.execute(IndexSpec(kb.space, 64).create_sql())
-        cursor.execute("ANALYZE django_rag_chunk")
+    build_space_index(kb, analyze="django_rag_chunk")
     assert "Index Scan using" in explain(kb, tenant="rare")
     hits = kb.search("subject 7 detail", k=10, tenant="rare")
     assert len(hits) == 10
     assert {h.document.tenant for h in hits} == {"rare"}
 
 
-def explain(kb: rag.Collection, generic: bool = False, **scope: object) -> str:
-    from django_rag.stores.base import QueryScope
-    from django_rag.stores.pgvector import _raw_connection, _vector_type
-
-    sql, params = build_sql(
-        SearchRequest(
-            mode="hybrid",
-            collection_id=kb.pk,
-            text_config="english",
-            space=kb.space,
-            k=10,
-            text="subject 7",
-            vector=kb.get_embedder().embed_query("subject 7"),
-            scope=QueryScope(**scope),
-        )
-    )
-    raw = _raw_connection("default")
-    import psycopg
-    from pgvector.psycopg.vector import register_vector_info
-
-    with psycopg.Cursor(raw) as cur:
-        register_vector_info(cur, _vector_type(raw))
-        if generic:
-            # What a prepared statement runs after psycopg's prepare_threshold: a generic plan.
-            cur.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        cur.execute("EXPLAIN " + sql, params, prepare=generic)
-        return "\n".join(row[0] for row in cur.fetchall())
-
-
 def test_the_hybrid_vector_leg_uses_the_space_index_and_the_text_leg_the_postings_index() -> None:
     kb = rag.collection("docs")
     kb.index([rag.RagDocument(f"n/{i}", f"note {i} about subject {i % 50}") for i in range(3000)], tenant="t")
-    with connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # deferred FK checks would block CREATE INDEX
-        cursor.execute(IndexSpec(kb.space, 64).create_sql())  # built after the bulk load: faster
-        cursor.execute("ANALYZE")
+    index = build_space_index(kb)
     for scope, generic in (({}, False), ({"tenant": "t"}, False), ({}, True), ({"tenant": "t"}, True)):
-        plan = explain(kb, generic, **scope)
-        assert f"Index Scan using {IndexSpec(kb.space, 64).name}" in plan, plan
+        plan = explain(kb, generic=generic, **scope)
+        assert f"Index Scan using {index}" in plan, plan
         assert "django_rag_posting_term" in plan, plan
 
 
@@ -219,10 +184,7 @@ def test_orm_nearest_keeps_k_rows_under_a_selective_filter() -> None:
     kb = rag.collection("docs")
     kb.index([rag.RagDocument(f"n/{i}", f"entry {i} on theme {i % 40}") for i in range(1500)], tenant="big")
     kb.index([rag.RagDocument(f"r/{i}", f"entry rare {i}") for i in range(15)], tenant="rare")
-    with connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-        cursor.execute(IndexSpec(kb.space, 64).create_sql())
-        cursor.execute("ANALYZE django_rag_chunk")
+    build_space_index(kb, analyze="django_rag_chunk")
     rows = list(kb.chunks().nearest("entry theme 3", k=10).filter(tenant="rare"))
     assert len(rows) == 10
     assert [r.distance for r in rows] == sorted(r.distance for r in rows)

@@ -10,15 +10,13 @@ import psycopg
 import pytest
 from django.db import connection, transaction
 from django.db.models.signals import post_init
-from pgvector import Vector
 
 import django_rag as rag
 from django_rag.ddl import IndexSpec
 from django_rag.models import Chunk, Document
-from django_rag.stores.adapters import vector_dumper
 from django_rag.stores.base import QueryScope
 from django_rag.stores.pgsearch import SearchRequest, build_sql, run_search
-from django_rag.stores.pgvector import _vector_type
+from tests.plans import build_space_index, explain
 
 DOCS = [rag.RagDocument(f"n/{i}", f"note {i} about subject {i % 50}") for i in range(40)]
 
@@ -178,10 +176,7 @@ def test_vector_hits_send_post_init_to_its_receivers() -> None:
 def indexed() -> rag.Collection:
     kb = rag.collection("docs")
     kb.index([rag.RagDocument(f"n/{i}", f"note {i} about subject {i % 50}") for i in range(3000)], tenant="t")
-    with connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # deferred FK checks would block CREATE INDEX
-        cursor.execute(IndexSpec(kb.space, 64).create_sql())
-        cursor.execute("ANALYZE")
+    build_space_index(kb)
     return kb
 
 
@@ -216,18 +211,10 @@ def test_a_one_percent_tenant_is_sorted_exactly_from_the_scope_index() -> None:
     docs = [rag.RagDocument(f"n/{i}", f"note {i} about subject {i % 50}") for i in range(3000)]
     kb.index(docs[:2970], tenant="big")
     kb.index(docs[2970:], tenant="rare")  # 1% of the rows
-    with connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # deferred FK checks would block CREATE INDEX
-        cursor.execute(IndexSpec(kb.space, 64).create_sql())
-        cursor.execute("ANALYZE")
-    plans = {}
-    for tenant in ("rare", "big"):
-        sql, params = build_sql(request(kb, tenant=tenant))
-        with psycopg.Cursor(connection.connection) as cur:
-            cur.adapters.register_dumper(Vector, vector_dumper(_vector_type(connection.connection).oid))
-            plans[tenant] = "\n".join(r[0] for r in cur.execute("EXPLAIN " + sql, params))
+    index = build_space_index(kb)
+    plans = {tenant: explain(kb, mode="vector", tenant=tenant) for tenant in ("rare", "big")}
     assert "Index Scan using django_rag_chunk_scope" in plans["rare"], plans["rare"]
-    assert f"Index Scan using {IndexSpec(kb.space, 64).name}" in plans["big"], plans["big"]
+    assert f"Index Scan using {index}" in plans["big"], plans["big"]
 
 
 @pytest.mark.django_db
