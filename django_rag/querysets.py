@@ -174,7 +174,7 @@ class ChunkQuerySet(models.QuerySet):
         cut. Scores equal ``kb.search(mode="text")``'s; that path is faster on large
         collections (it reads postings by term instead of per candidate chunk).
         """
-        from .stores.pgsearch import bm25_expression
+        from .stores.pgsearch import bm25_expression, bm25_factors
 
         check_k(k)
         coll = self._resolve_collection(collection)
@@ -187,7 +187,7 @@ class ChunkQuerySet(models.QuerySet):
         terms = [term for term, *_ in rows]
         dfs = [df for _, df, _, _ in rows]
         n, avgdl = (rows[0][2], rows[0][3]) if rows else (1.0, 1.0)
-        weight = bm25_expression("p.tf", "p.dl", "w.df", "%s", "%s")
+        weight = bm25_expression("p.tf", "p.dl", *bm25_factors("w.df", "%s", "%s"))
         score = RawSQL(
             f"SELECT coalesce(sum({weight}), 0) FROM django_rag_posting AS p "
             "JOIN unnest(%s::text[], %s::float8[]) AS w(term, df) ON p.term = w.term "

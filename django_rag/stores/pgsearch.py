@@ -37,7 +37,7 @@ from .base import PREFIX_SEPARATORS, QueryScope
 from .instances import RowLoader
 from .pgvector import _raw_connection, _vector_type, escape_like
 
-__all__ = ["SearchRequest", "bm25_expression", "build_sql", "fetch_rows", "run_search"]
+__all__ = ["SearchRequest", "bm25_expression", "bm25_factors", "build_sql", "fetch_rows", "run_search"]
 
 # BM25 parameters (Robertson/Sparck Jones, as Lucene and bm25s default them).
 K1 = 1.2
@@ -74,14 +74,21 @@ class SearchRequest:
     snippets: bool = True
 
 
-def bm25_expression(tf: str, dl: str, df: str, n: str, avgdl: str) -> str:
-    """The BM25 term weight as SQL over the given column expressions (shared by every text query)."""
+def bm25_factors(df: str, n: str, avgdl: str) -> tuple[str, str, str]:
+    """A term's BM25 factors ``(w, c1, c2)`` as SQL: ``w`` = idf * (k1 + 1), ``c1`` = k1 * (1 - b),
+    ``c2`` = k1 * b / avgdl, so that a posting weighs ``bm25_expression(tf, dl, w, c1, c2)``."""
     # float8 literals: bare decimals are numeric in PostgreSQL, and numeric math is ~10x slower.
     k1, b = f"{K1}::float8", f"{B}::float8"
     return (
-        f"ln(1 + ({n} - {df} + 0.5::float8) / ({df} + 0.5::float8)) * {tf} * ({k1} + 1) "
-        f"/ ({tf} + {k1} * (1 - {b} + {b} * {dl} / {avgdl}))"
+        f"ln(1 + ({n} - {df} + 0.5::float8) / ({df} + 0.5::float8)) * ({k1} + 1)",
+        f"{k1} * (1 - {b})",
+        f"{k1} * {b} / {avgdl}",
     )
+
+
+def bm25_expression(tf: str, dl: str, w: str, c1: str, c2: str) -> str:
+    """The BM25 weight of one posting as SQL, from its term's ``bm25_factors`` (every text query)."""
+    return f"{w} * {tf} / ({tf} + {c1} + {c2} * {dl})"
 
 
 def _filters(scope: QueryScope, params: dict[str, Any]) -> str:
@@ -150,7 +157,8 @@ def _text_leg(request: SearchRequest, params: dict[str, Any], filters: str, spac
     if request.scope.min_score is not None and request.mode == "text":
         params["min_bm25"] = request.scope.min_score
         floor = " AND b.score >= %(min_bm25)s"
-    k1, b = f"{K1}::float8", f"{B}::float8"
+    w, c1, c2 = bm25_factors("d.df", "s.n", "s.avgdl")
+    weight = bm25_expression("p.tf", "p.dl", "i.w", "i.c1", "i.c2")
     # Postings already carry the space: the chunk table is joined only when something filters on it.
     join = " JOIN django_rag_chunk AS c ON c.id = b.id" if filters or matcher else ""
     return f"""
@@ -169,13 +177,11 @@ df AS (
     GROUP BY t.term HAVING sum(t.df) > 0
 ),
 idf AS MATERIALIZED (
-    -- bm25_expression with the per-term factors computed once per term, not once per posting.
-    SELECT d.term, ln(1 + (s.n - d.df + 0.5::float8) / (d.df + 0.5::float8)) * ({k1} + 1) AS w,
-           {k1} * (1 - {b}) AS c1, {k1} * {b} / s.avgdl AS c2
-    FROM df AS d CROSS JOIN stats AS s
+    -- The per-term factors once per term, not once per posting.
+    SELECT d.term, {w} AS w, {c1} AS c1, {c2} AS c2 FROM df AS d CROSS JOIN stats AS s
 ),
 bm25 AS (
-    SELECT p.chunk_id AS id, sum(i.w * p.tf / (p.tf + i.c1 + i.c2 * p.dl)) AS score
+    SELECT p.chunk_id AS id, sum({weight}) AS score
     FROM idf AS i JOIN django_rag_posting AS p ON p.term = i.term
     WHERE p.collection_id = %(collection)s AND p.space = {space} AND p.term = ANY (ARRAY(SELECT term FROM df))
     GROUP BY p.chunk_id
