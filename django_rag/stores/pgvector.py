@@ -163,7 +163,6 @@ class PgVectorStore:
                 kept: list[ChunkData] = []
                 added_docs: list[int] = []
                 added: list[ChunkData] = []
-                added_owners: list[DocumentInfo] = []
                 removed: list[int] = []
                 for document, chunks in items:
                     doc_id = doc_ids[document.source_id]
@@ -172,7 +171,6 @@ class PgVectorStore:
                     kept += [chunk for _, chunk in doc_kept]
                     added_docs += [doc_id] * len(doc_added)
                     added += doc_added
-                    added_owners += [document] * len(doc_added)
                     removed += doc_removed
                 if removed:
                     cur.execute("DELETE FROM django_rag_chunk WHERE id = ANY(%s)", [removed])
@@ -181,7 +179,8 @@ class PgVectorStore:
                 if kept:
                     cur.execute(_UPDATE_KEPT, {"id": kept_ids, **_columns(kept, with_text=False)})
                 if added and not coll.text_search:
-                    _copy_chunks(cur, coll.pk, space, added_docs, added_owners, added)
+                    documents = {doc_ids[doc.source_id]: doc for doc, _ in items}
+                    _copy_chunks(cur, coll.pk, space, added_docs, documents, added)
                 elif added:
                     cur.execute(
                         _INSERT_CHUNKS,
@@ -353,7 +352,7 @@ def _copy_chunks(
     collection_id: int,
     space: str,
     doc_ids: Sequence[int],
-    documents: Sequence[DocumentInfo],
+    documents: dict[int, DocumentInfo],
     chunks: Sequence[ChunkData],
 ) -> None:
     """New chunks of a vector-only collection, by binary COPY: nothing is computed in the database.
@@ -364,7 +363,8 @@ def _copy_chunks(
     """
     with cur.copy(_COPY_CHUNKS) as copy:
         copy.set_types(_COPY_TYPES)
-        for doc_id, document, chunk in zip(doc_ids, documents, chunks, strict=True):
+        for doc_id, chunk in zip(doc_ids, chunks, strict=True):
+            document = documents[doc_id]
             copy.write_row((
                 doc_id, collection_id, document.tenant, list(document.tags), space, chunk.index,
                 chunk.content, chunk.content_hash, chunk.token_count, chunk.page, chunk.char_start,
