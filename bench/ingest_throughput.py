@@ -55,7 +55,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -330,63 +329,30 @@ class LlamaIndex(Contender):
 
 
 class Diagnostic(DjangoRagStore):
-    """Not a contender of the issue (``--diagnose``): the store with one cost taken away.
-
-    ``binary`` sends the chunk INSERT's unnest arrays with binary placeholders (``%(x)b``; the
-    store's ``%(x)s`` lets psycopg choose text, so every vector goes out through
-    ``Vector.to_text``); ``triggers_off`` disables the chunk table's user triggers (text
-    postings). Both patch only this process and this scratch database, and undo it after.
+    """Not a contender of the issue (``--diagnose``): the store with the chunk table's user
+    triggers (text postings and statistics) disabled in this scratch database, re-enabled after.
     """
 
-    def __init__(self, *, binary: bool, triggers_off: bool) -> None:
-        parts = [p for p, on in (("binary parameters", binary), ("chunk triggers off", triggers_off)) if on]
-        super().__init__(f"diag: store, {' + '.join(parts)}")
-        self.binary, self.triggers_off = binary, triggers_off
+    def __init__(self) -> None:
+        super().__init__("diag: store, chunk triggers off")
 
     def setup(self, db: Database, dims: int) -> None:
         super().setup(db, dims)
-        if self.binary:
-            from django_rag.stores import pgvector
-
-            self.original = pgvector._INSERT_CHUNKS
-            pgvector._INSERT_CHUNKS = binary_placeholders(self.original)
-        if self.triggers_off:
-            with db.connect(autocommit=True) as conn:
-                conn.execute("ALTER TABLE django_rag_chunk DISABLE TRIGGER USER")
+        with db.connect(autocommit=True) as conn:
+            conn.execute("ALTER TABLE django_rag_chunk DISABLE TRIGGER USER")
 
     def teardown(self, db: Database) -> None:
-        if self.binary:
-            from django_rag.stores import pgvector
-
-            pgvector._INSERT_CHUNKS = self.original
-        if self.triggers_off:
-            with db.connect(autocommit=True) as conn:
-                conn.execute("ALTER TABLE django_rag_chunk ENABLE TRIGGER USER")
+        with db.connect(autocommit=True) as conn:
+            conn.execute("ALTER TABLE django_rag_chunk ENABLE TRIGGER USER")
         super().teardown(db)
 
 
-def binary_placeholders(statement: str) -> str:
-    """``%(x)s::type[]`` -> ``%(x)b::type[]``: the arrays travel in binary, vectors included."""
-    return re.sub(r"%\((\w+)\)s(::\w+\[\])", r"%(\1)b\2", statement)
-
-
 def diagnostics(db: Database) -> list[Contender]:
-    from django_rag.stores import pgvector
-
-    found: list[Contender] = []
-    statement = getattr(pgvector, "_INSERT_CHUNKS", "")
-    binary = bool(statement) and binary_placeholders(statement) != statement
-    if binary:
-        found.append(Diagnostic(binary=True, triggers_off=False))
-    else:
-        print("diagnostics: the store's chunk INSERT has no %(x)s array placeholders (already binary?)")
     triggers = chunk_triggers(db)
-    if triggers:
-        print(f"diagnostics: django_rag_chunk has triggers {', '.join(triggers)}")
-        found.append(Diagnostic(binary=False, triggers_off=True))
-        if binary:
-            found.append(Diagnostic(binary=True, triggers_off=True))
-    return found
+    if not triggers:
+        return []
+    print(f"diagnostics: django_rag_chunk has triggers {', '.join(triggers)}")
+    return [Diagnostic()]
 
 
 def chunk_triggers(db: Database) -> list[str]:
