@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import pickle
 
 import pytest
 from django.db import connection
+from django.utils.safestring import SafeString
 
 import django_rag as rag
 from django_rag.stores.pgsearch import K1, B
@@ -255,3 +258,18 @@ def test_vector_hits_get_the_escaped_opening_of_their_chunk_as_snippet() -> None
     assert snippet.startswith("&lt;b&gt;Bold&lt;/b&gt; &amp; w0 w1")
     assert snippet.endswith("w37 …")
     assert kb.search("bold", mode="vector", k=1, snippets=False)[0].snippet == ""
+
+
+def test_a_vector_hit_snippet_is_made_on_first_read_and_then_kept() -> None:
+    kb = rag.collection("docs")
+    kb.index([rag.RagDocument("v", "<i>Tape</i> backups rotate weekly.")])
+    hit = kb.search("tape", mode="vector", k=1)[0]
+    assert vars(hit)["snippet"] is None  # not made yet
+    assert hit.snippet == "&lt;i&gt;Tape&lt;/i&gt; backups rotate weekly."
+    assert isinstance(hit.snippet, SafeString)
+    assert hit.snippet is hit.snippet
+    hit.snippet = "mine"  # an ordinary field otherwise: assignable, copied, pickled, compared
+    assert dataclasses.replace(hit, score=0.5).snippet == "mine"
+    again = pickle.loads(pickle.dumps(kb.search("tape", mode="vector", k=1)[0]))
+    assert again.snippet.startswith("&lt;i&gt;Tape") and again.chunk.content.startswith("<i>Tape")
+    assert isinstance(hit, rag.Hit) and dataclasses.asdict(hit)["snippet"] == "mine"

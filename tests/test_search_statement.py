@@ -3,6 +3,7 @@ with the search, server-prepared when the connection allows it, hits as the ORM 
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Iterator
 
@@ -15,6 +16,7 @@ import django_rag as rag
 from django_rag.ddl import IndexSpec
 from django_rag.models import Chunk, Document
 from django_rag.stores.base import QueryScope
+from django_rag.stores.instances import _load_json
 from django_rag.stores.pgsearch import SearchRequest, build_sql, run_search
 from tests.plans import build_space_index, explain
 
@@ -227,3 +229,40 @@ def test_hits_of_one_document_share_its_instance() -> None:
     assert len(manual) >= 2
     assert all(hit.document is manual[0].document for hit in manual)
     assert all(hit.chunk.document is hit.document for hit in hits)
+
+
+@pytest.mark.django_db
+def test_a_small_collection_in_a_shared_space_is_sorted_exactly_and_joins_only_its_hits() -> None:
+    big, small = rag.collection("docs"), rag.collection("notes")  # one embedder: one space and index
+    docs = [rag.RagDocument(f"n/{i}", f"note {i} about subject {i % 50}") for i in range(3000)]
+    big.index(docs[:2970])
+    small.index(docs[2970:])  # 1% of the space's rows
+    build_space_index(big)
+    plan = explain(small, mode="vector")
+    assert "Index Scan using django_rag_chunk_scope" in plan, plan
+    # Documents are looked up for the k hits, never hashed whole (5x slower at this size).
+    assert "Index Scan using django_rag_document_pkey" in plan and "Seq Scan" not in plan, plan
+    hits = small.search("subject 7", k=10)
+    assert len(hits) == 10
+    assert {hit.document.collection_id for hit in hits} == {small.pk}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "value",
+    [{}, [], "text", 3, 2.5, True, None, {"a": [1, 2.5, None, False], "ü": {"b": "line\u2028sep \"q\" \\"}}],
+)
+def test_hit_json_columns_decode_as_jsonfield_does(value: object) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT %s::jsonb::text", [json.dumps(value)])
+        text = cursor.fetchone()[0]
+    field = Chunk._meta.get_field("metadata")
+    assert _load_json(text) == field.from_db_value(text, None, connection) == value
+
+
+@pytest.mark.parametrize("text", [' {"a": 1}', '{"a": 1} ', '{"a": 1} x', "{bad", "", "nan", '"\\ud800"'])
+def test_hit_json_decoding_falls_back_like_jsonfield_on_odd_text(text: str) -> None:
+    field = Chunk._meta.get_field("metadata")
+    expected = field.from_db_value(text, None, connection)
+    assert repr(_load_json(text)) == repr(expected)
+    assert _load_json(None) is None
