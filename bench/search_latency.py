@@ -343,8 +343,13 @@ def raw_vector_sql(collection_id: int) -> str:
 def raw_connection(
     db: Database, prepare_threshold: int | None = 5, **settings: str
 ) -> psycopg.Connection[Any]:
+    from django_rag.stores.adapters import PackedVector, packed_dumper
+
     conn = db.connect(autocommit=True, prepare_threshold=prepare_threshold)
     register_vector(conn)
+    # django-rag's statements (build_sql) bind the query vector packed: its dumper too.
+    info = psycopg.types.TypeInfo.fetch(conn, "vector")
+    conn.adapters.register_dumper(PackedVector, packed_dumper(info.oid))  # type: ignore[union-attr]
     for name, value in settings.items():
         conn.execute("SELECT set_config(%s, %s, false)", [name.replace("__", "."), value])
     return conn

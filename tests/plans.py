@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import psycopg
 from django.db import connection
-from pgvector.psycopg.vector import register_vector_info
 
 import django_rag as rag
 from django_rag.ddl import IndexSpec
+from django_rag.stores.adapters import register_packed_vectors
 from django_rag.stores.base import QueryScope
 from django_rag.stores.pgsearch import SearchRequest, build_sql
 from django_rag.stores.pgvector import _raw_connection, _vector_type
@@ -42,7 +42,7 @@ def explain(kb: rag.Collection, mode: str = "hybrid", generic: bool = False, **s
     )
     raw = _raw_connection("default")
     with psycopg.Cursor(raw) as cur:
-        register_vector_info(cur, _vector_type(raw))
+        register_packed_vectors(cur, _vector_type(raw))
         if generic:
             # What a prepared statement runs after psycopg's prepare_threshold: a generic plan.
             cur.execute("SET LOCAL plan_cache_mode = force_generic_plan")

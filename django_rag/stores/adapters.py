@@ -12,7 +12,7 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 from psycopg.types import TypeInfo
 
-__all__ = ["PackedVector", "pack", "register_packed_vectors", "vector_dumper"]
+__all__ = ["PackedVector", "pack", "packed_dumper", "register_packed_vectors", "vector_dumper"]
 
 _dumpers: dict[int, type[VectorBinaryDumper]] = {}
 
@@ -50,13 +50,18 @@ class _PackedVectorDumper(Dumper):
 _packed_dumpers: dict[int, type[_PackedVectorDumper]] = {}
 
 
+def packed_dumper(oid: int) -> type[Dumper]:
+    """The pass-through dumper of ``PackedVector`` bound to a database's ``vector`` oid."""
+    dumper = _packed_dumpers.get(oid)
+    if dumper is None:
+        dumper = _packed_dumpers[oid] = type("", (_PackedVectorDumper,), {"oid": oid})
+    return dumper
+
+
 def register_packed_vectors(cur: psycopg.Cursor[Any], info: TypeInfo) -> None:
     """pgvector's adapters on ``cur``, then the pass-through dumper of ``PackedVector``.
 
     Registered last, it is also the dumper COPY picks for the vector type.
     """
     register_vector_info(cur, info)
-    dumper = _packed_dumpers.get(info.oid)
-    if dumper is None:
-        dumper = _packed_dumpers[info.oid] = type("", (_PackedVectorDumper,), {"oid": info.oid})
-    cur.adapters.register_dumper(PackedVector, dumper)
+    cur.adapters.register_dumper(PackedVector, packed_dumper(info.oid))

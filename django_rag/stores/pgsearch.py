@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import html
 import re
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -28,12 +29,11 @@ from typing import Any
 import psycopg
 from django.db import connections
 from django.utils.safestring import SafeString
-from pgvector import Vector
 
 from ..ddl import IndexSpec, quote_literal
 from ..models import Chunk, Document
 from ..types import Hit
-from .adapters import vector_dumper
+from .adapters import PackedVector, pack, packed_dumper
 from .base import PREFIX_SEPARATORS, QueryScope
 from .instances import RowLoader
 from .pgvector import _raw_connection, _vector_type, escape_like
@@ -129,7 +129,7 @@ def _distance(request: SearchRequest, params: dict[str, Any]) -> tuple[str, str]
     """The cosine distance expression over the space's index cast, and the ``min_score`` floor."""
     vector = request.vector or []
     typed = _cast(len(vector))
-    params["vector"] = Vector(vector if isinstance(vector, list) else list(vector))
+    params["vector"] = pack(vector)
     distance = f"(c.embedding::{typed}) <=> (%(vector)s::vector::{typed})"
     floor = ""
     if request.scope.min_score is not None and request.mode != "text":
@@ -306,6 +306,9 @@ _SETTINGS = (
 )
 
 
+_packing: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+
+
 def fetch_rows(request: SearchRequest, using: str) -> list[tuple[Any, ...]]:
     """The result rows of one search: its index settings and its statement in one round trip.
 
@@ -316,8 +319,12 @@ def fetch_rows(request: SearchRequest, using: str) -> list[tuple[Any, ...]]:
     sql, params = build_sql(request)
     ef = str(max(request.ef_search, request.candidates if request.mode == "hybrid" else request.k))
     raw = _raw_connection(using)
+    if raw not in _packing:
+        # On the connection, once: PackedVector is django-rag's own type, so no one else's
+        # adaptation changes, and no cursor pays for a copy of the adapters map.
+        raw.adapters.register_dumper(PackedVector, packed_dumper(_vector_type(raw).oid))
+        _packing.add(raw)
     with psycopg.Cursor(raw) as setup, psycopg.Cursor(raw) as cur:
-        cur.adapters.register_dumper(Vector, vector_dumper(_vector_type(raw).oid))
         with raw.pipeline():
             # psycopg ignores prepare=True on connections with prepare_threshold=None (Django's
             # default; set it in DATABASES OPTIONS to use server-prepared statements).
