@@ -25,10 +25,12 @@ One run, one scratch database on an embedded PostgreSQL 18 + pgvector 0.8 of its
    set once per session; same chunk + document columns). kb.search runs on Django's connection
    as Django opens it (psycopg's ``prepare_threshold=None``: no prepared statements) and with
    ``prepare_threshold=5`` (``with_prepare_threshold``); raw psycopg with its default (5) and
-   with None. Plus django-rag's rows without Hit objects (``pgsearch.fetch_rows``), LangChain's
-   ``similarity_search_by_vector``, and planning vs execution time from EXPLAIN ANALYZE.
-   Contenders run interleaved, query by query (rotating order), so they share the machine's
-   load.
+   with None. Plus kb.search followed by reading every hit's chunk text, document title and
+   snippet (a vector hit makes its snippet on first read), django-rag's rows without Hit
+   objects (``pgsearch.fetch_rows``), LangChain's ``similarity_search_by_vector``, and planning
+   vs execution time from EXPLAIN ANALYZE. Contenders run interleaved, query by query
+   (shuffled order), so they share the machine's load; then kb.search and raw run again as
+   pairs alone, without the heavier contenders in between.
 3. Hybrid: ``kb.search(text, mode="hybrid", k=10)`` (the collection's embedder looks the cached
    query vector up by text) vs LangChain ``similarity_search(text, k=10)`` with a
    ``HybridSearchConfig`` (RRF, rrf_k 60, 50 candidates per leg like django-rag's default,
