@@ -189,7 +189,8 @@ class ChunkQuerySet(models.QuerySet):
         n, avgdl = (rows[0][2], rows[0][3]) if rows else (1.0, 1.0)
         weight = bm25_expression("p.tf", "p.dl", *bm25_factors("w.df", "%s", "%s"))
         score = RawSQL(
-            f"SELECT coalesce(sum({weight}), 0) FROM django_rag_posting AS p "
+            # Term order, as the store's leg sums: the same bits for the same postings.
+            f'SELECT coalesce(sum({weight} ORDER BY p.term COLLATE "C"), 0) FROM django_rag_posting AS p '
             "JOIN unnest(%s::text[], %s::float8[]) AS w(term, df) ON p.term = w.term "
             'WHERE p.chunk_id = "django_rag_chunk"."id"',
             [float(n), float(avgdl), terms, [float(df) for df in dfs]],

@@ -7,7 +7,7 @@ import math
 import pickle
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils.safestring import SafeString
 
 import django_rag as rag
@@ -273,3 +273,27 @@ def test_a_vector_hit_snippet_is_made_on_first_read_and_then_kept() -> None:
     again = pickle.loads(pickle.dumps(kb.search("tape", mode="vector", k=1)[0]))
     assert again.snippet.startswith("&lt;i&gt;Tape") and again.chunk.content.startswith("<i>Tape")
     assert isinstance(hit, rag.Hit) and dataclasses.asdict(hit)["snippet"] == "mine"
+
+
+def test_identical_chunks_score_alike_and_tie_by_id_in_both_text_paths() -> None:
+    kb = rag.collection("docs")
+    words = [f"w{i}" for i in range(400)]
+    clone = " ".join(f"{w} alpha{i % 7}" for i, w in enumerate(words[:60]))  # many query terms
+    docs = [rag.RagDocument(f"other/{i}", " ".join(words[i : i + 80])) for i in range(0, 320, 4)]
+    docs += [rag.RagDocument(f"clone/{i}", clone) for i in range(30)]
+    kb.index(docs)
+    query = " ".join(words[:60:3]) + " alpha1 alpha3"
+    # One plan per way of aggregating: every one must add a chunk's terms up in the same order.
+    for setting in ("", "SET LOCAL enable_hashagg = off", "SET LOCAL enable_sort = off"):
+        with transaction.atomic():
+            if setting:
+                with connection.cursor() as cursor:
+                    cursor.execute(setting)
+            hits = kb.search(query, mode="text", k=40, snippets=False)
+            orm = list(kb.chunks().text_search(query, k=40))
+        clones = [hit for hit in hits if hit.source_id.startswith("clone/")]
+        assert len(clones) == 30, setting
+        assert len({hit.score for hit in clones}) == 1, (setting, sorted({hit.score for hit in clones}))
+        assert [hit.chunk.pk for hit in clones] == sorted(hit.chunk.pk for hit in clones), setting
+        assert [c.pk for c in orm] == [hit.chunk.pk for hit in hits], setting
+        assert [c.text_score for c in orm] == [hit.score for hit in hits], setting
