@@ -189,7 +189,8 @@ idf AS MATERIALIZED (
 ),
 bm25 AS (
     -- In term order (bytewise: the cheapest total order): identical chunks get bit-identical
-    -- sums, so ties break by id whatever order the plan meets their postings in (3-4 percent slower).
+    -- sums, so ties break by id whatever order the plan meets their postings in
+    -- (3-10 percent slower at 100k chunks).
     SELECT p.chunk_id AS id, sum({weight} ORDER BY p.term COLLATE "C") AS score
     FROM idf AS i JOIN django_rag_posting AS p ON p.term = i.term
     WHERE p.collection_id = %(collection)s AND p.space = {space} AND p.term = ANY (ARRAY(SELECT term FROM df))
