@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from django.utils.safestring import SafeString
 
 if TYPE_CHECKING:
     from .models import Chunk, Document
@@ -40,16 +43,48 @@ class ChunkData:
     embedding: list[float] | None = None
 
 
+class _Snippet:
+    """``Hit.snippet``: the string it was given, or for ``None`` the chunk's opening (its first
+    40 words, HTML-escaped), made when first read and then kept.
+
+    Vector hits have nothing lexical to highlight: their snippet is cut in Python from the
+    chunk text the hit already holds, and only if read, so hits passed on to ``ask()``, a
+    reranker or an API without snippets never pay for it.
+    """
+
+    def __get__(self, hit: Hit | None, owner: type | None = None) -> Any:
+        if hit is None:
+            return ""  # the field's default, as dataclasses read it from a descriptor
+        found = hit.__dict__.get("snippet")
+        if found is None:
+            found = hit.__dict__["snippet"] = _opening(hit.chunk.content)
+        return found
+
+    def __set__(self, hit: Hit, value: str | None) -> None:
+        hit.__dict__["snippet"] = value
+
+
+def _opening(content: str, words: int = 40) -> SafeString:
+    """The first ``words`` words of a chunk, HTML-escaped."""
+    parts = content.split(maxsplit=words)  # the words, then the rest of the text if any
+    text = " ".join(parts[:words]) + (" …" if len(parts) > words else "")
+    # html.escape is what django.utils.html.escape runs, without its lazy-string wrapper.
+    return SafeString(html.escape(text))
+
+
 @dataclass
 class Hit:
-    """One search result. ``score`` is higher-is-better (cosine similarity for vector search)."""
+    """One search result. ``score`` is higher-is-better (cosine similarity for vector search).
+
+    ``snippet`` is safe HTML; ``None`` stands for the chunk's opening, made on first read.
+    """
 
     chunk: Chunk | ChunkData
     document: Document | None
     score: float
     vector_rank: int | None = None
     text_rank: int | None = None
-    snippet: str = ""
+    snippet: str = _Snippet()  # type: ignore[assignment]
     page: int | None = None
     source_id: str = ""
 

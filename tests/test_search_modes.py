@@ -272,7 +272,11 @@ def test_a_vector_hit_snippet_is_made_on_first_read_and_then_kept() -> None:
     assert dataclasses.replace(hit, score=0.5).snippet == "mine"
     again = pickle.loads(pickle.dumps(kb.search("tape", mode="vector", k=1)[0]))
     assert again.snippet.startswith("&lt;i&gt;Tape") and again.chunk.content.startswith("<i>Tape")
-    assert isinstance(hit, rag.Hit) and dataclasses.asdict(hit)["snippet"] == "mine"
+    assert type(hit) is rag.Hit and dataclasses.asdict(hit)["snippet"] == "mine"
+    # The same for any Hit: None stands for the chunk's opening, "" (the default) for none.
+    made = rag.Hit(chunk=rag.ChunkData(0, "a <b> c"), document=None, score=1.0, snippet=None)
+    assert made.snippet == "a &lt;b&gt; c"
+    assert rag.Hit(chunk=made.chunk, document=None, score=1.0).snippet == ""
 
 
 def test_identical_chunks_score_alike_and_tie_by_id_in_both_text_paths() -> None:

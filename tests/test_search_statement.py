@@ -266,3 +266,30 @@ def test_hit_json_decoding_falls_back_like_jsonfield_on_odd_text(text: str) -> N
     expected = field.from_db_value(text, None, connection)
     assert repr(_load_json(text)) == repr(expected)
     assert _load_json(None) is None
+
+
+@pytest.mark.django_db
+def test_compiled_instance_makers_run_every_converter_in_order() -> None:
+    from django_rag.stores.instances import RowLoader
+
+    fields = list(Document._meta.concrete_fields)
+    loader = RowLoader(Document, fields, 1, "default")
+    at = [f.attname for f in fields].index("title")
+    calls: list[tuple[object, object]] = []
+
+    def upper(value: str, expression: object, conn: object) -> str:
+        calls.append((expression, conn))
+        return value.upper()
+
+    def bracket(value: str, expression: object, conn: object) -> str:
+        return f"[{value}]"
+
+    loader.converters.append((at, fields[at].get_col(Document._meta.db_table), [upper, bracket]))
+    make = loader._compile(1)
+    row = [None] * (len(fields) + 1)
+    row[1 + at] = "manual"
+    row[1 + [f.attname for f in fields].index("metadata")] = '{"a": [1]}'
+    document = make(tuple(row), connection)
+    assert document.title == "[MANUAL]" and document.metadata == {"a": [1]}
+    assert calls == [(loader.converters[-1][1], connection)]
+    assert (document._state.db, document._state.adding) == ("default", False)

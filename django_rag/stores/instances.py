@@ -84,21 +84,19 @@ class RowLoader:
         Generated once per loader, as dataclasses generate ``__init__``: the row positions and
         converters are constants, so a hit pays for no loop, list or zip of its own.
         """
-        namespace: dict[str, Any] = {"new": object.__new__, "Model": self.model, "State": ModelState}
-        namespace["load_json"] = _load_json
-        by_position = {i: (col, found) for i, col, found in self.converters}
-        items = []
-        for i, name in enumerate(self.names):
-            value = f"row[{start + i}]"
-            col, found = by_position.get(i, (None, []))
-            namespace[f"col{i}"] = col
+        namespace: dict[str, Any] = {
+            "new": object.__new__, "Model": self.model, "State": ModelState, "load_json": _load_json,
+        }
+        values = {i: f"row[{start + i}]" for i in range(len(self.names))}
+        for i, col, found in self.converters:
             if _plain_json(col, found):
-                items.append(f"{name!r}: load_json({value})")
+                values[i] = f"load_json({values[i]})"
                 continue
+            namespace[f"col{i}"] = col
             for j, converter in enumerate(found):
                 namespace[f"conv{i}_{j}"] = converter
-                value = f"conv{i}_{j}({value}, col{i}, connection)"
-            items.append(f"{name!r}: {value}")
+                values[i] = f"conv{i}_{j}({values[i]}, col{i}, connection)"
+        items = [f"{name!r}: {values[i]}" for i, name in enumerate(self.names)]
         source = (
             "def make(row, connection):\n"
             "    state = new(State)\n"

@@ -361,13 +361,13 @@ def run_search(request: SearchRequest, using: str) -> list[Hit]:
         chunk._state.fields_cache["document"] = document
         if prefix == _VECTOR_PREFIX:
             score, vrank, trank = 1.0 - row[0], rank, None
+            # None: the chunk's opening, made if the snippet is read (see types.Hit).
             snippet: str | None = None if request.snippets else SafeString("")
-            kind: type[Hit] = _VectorHit
         else:
             score, vrank, trank = float(row[0]), row[1], row[2]
-            snippet, kind = _snippet(row[3]), Hit
+            snippet = _snippet(row[3])
         hits.append(
-            kind(
+            Hit(
                 chunk=chunk,
                 document=document,
                 score=score,
@@ -406,36 +406,3 @@ def _snippet(headline: str) -> SafeString:
     # html.escape is what django.utils.html.escape runs, without its lazy-string wrapper.
     text = html.escape(headline.replace("\n", " "))
     return SafeString(text.replace(_MARK_START, "<mark>").replace(_MARK_STOP, "</mark>"))
-
-
-class _OpeningOnRead:
-    """``snippet`` of a vector hit: the chunk's opening, made when first read.
-
-    Nothing lexical to highlight, so it is cut in Python from the chunk text the hit already
-    holds (cheaper than ts_headline on every returned chunk), and only if read: hits passed on
-    to ``ask()``, a reranker or an API without snippets never pay for it.
-    """
-
-    def __get__(self, hit: Hit | None, owner: type | None = None) -> Any:
-        if hit is None:
-            return ""  # Hit's default, as the class attribute read by dataclasses
-        found = hit.__dict__.get("snippet")
-        if found is None:
-            found = hit.__dict__["snippet"] = _opening(hit.chunk.content)
-        return found
-
-    def __set__(self, hit: Hit, value: str | None) -> None:
-        hit.__dict__["snippet"] = value  # None: made from the chunk on first read
-
-
-class _VectorHit(Hit):
-    """A vector search hit (a ``Hit`` in every other respect)."""
-
-    snippet = _OpeningOnRead()  # type: ignore[assignment]
-
-
-def _opening(content: str, words: int = 40) -> SafeString:
-    """The first ``words`` words of a chunk, HTML-escaped: the snippet of a vector hit."""
-    parts = content.split(maxsplit=words)  # the words, then the rest of the text if any
-    text = " ".join(parts[:words]) + (" …" if len(parts) > words else "")
-    return SafeString(html.escape(text))
