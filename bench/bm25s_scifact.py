@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bm25s_scifact.py ../shared/data/scifact-train --split train
     .venv/bin/python bench/bm25s_scifact.py ../shared/data/scifact-train --split train --chunk-size 256
+    .venv/bin/python bench/bm25s_scifact.py ... --k1 1.2     # django-rag's k1 (bm25s defaults to 1.5)
 
 Prints nDCG@10, recall@100 and MRR@10 with the same metric code as ``rag_eval`` and the
 per-query latency (the model is built once, not timed per query). Compare with
@@ -35,6 +36,9 @@ def main() -> None:
     parser.add_argument("--split", default="test")
     parser.add_argument("--chunk-size", type=int, help="rank rag_eval's chunks of this many tokens")
     parser.add_argument("--chunk-overlap", type=int, default=32)
+    # bm25s defaults to k1 1.5; django-rag ranks with Lucene's 1.2 (b 0.75 for both).
+    parser.add_argument("--k1", type=float, default=1.5, help="BM25 k1 (django-rag: 1.2)")
+    parser.add_argument("--b", type=float, default=0.75, help="BM25 b (django-rag: 0.75)")
     args = parser.parse_args()
     dataset = load_beir(args.dataset, args.split)
     if args.chunk_size:
@@ -44,7 +48,7 @@ def main() -> None:
         texts = [f"{title}\n\n{text}" if title else text for title, text in dataset.corpus.values()]
     stemmer = Stemmer.Stemmer("english")
     started = time.perf_counter()
-    retriever = bm25s.BM25()
+    retriever = bm25s.BM25(k1=args.k1, b=args.b)
     retriever.index(
         bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False
     )
@@ -67,7 +71,7 @@ def main() -> None:
     n = len(dataset.queries)
     print(
         f"bm25s   nDCG@10 {ndcg / n:.4f}  R@100 {recall / n:.4f}  MRR@10 {mrr / n:.4f}  "
-        f"p50 {statistics.median(latencies):.2f} ms  ({n} queries, {args.split})"
+        f"p50 {statistics.median(latencies):.2f} ms  ({n} queries, {args.split}, k1 {args.k1}, b {args.b})"
     )
 
 
