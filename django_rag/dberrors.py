@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
 
 import psycopg
 from django.db import DatabaseError, InterfaceError, OperationalError
@@ -13,17 +12,30 @@ from .exceptions import ConfigurationError, QueryError
 __all__ = ["translate_db_errors"]
 
 
-@contextmanager
-def translate_db_errors(using: str = "default") -> Iterator[None]:
+class translate_db_errors:  # lower case: named and used as the function it replaced
     """Re-raise the database errors a misconfigured site hits as ``ConfigurationError``.
 
     Covers Django's wrapped errors and psycopg's own (from the raw cursors the store uses for
     bulk statements). Anything else (a constraint violation, a bug) passes through untouched.
+    A class rather than a ``@contextmanager`` generator: it wraps every search.
     """
-    try:
-        yield
-    except (DatabaseError, psycopg.Error) as exc:
-        raise _translated(exc, using) or exc from exc
+
+    __slots__ = ("using",)
+
+    def __init__(self, using: str = "default") -> None:
+        self.using = using
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if isinstance(exc, (DatabaseError, psycopg.Error)):
+            translated = _translated(exc, self.using)
+            if translated is not None:
+                raise translated from exc
+        # Anything else propagates as it was raised.
 
 
 def _translated(exc: Exception, using: str) -> Exception | None:

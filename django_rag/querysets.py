@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.contrib.postgres.search import SearchQuery
@@ -64,6 +65,28 @@ def check_query_text(query: str) -> str:
     if len(query) > MAX_QUERY_CHARS:
         raise QueryError(f"the search query is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}")
     return query
+
+
+FLOAT4_MAX = 3.4028234663852886e38
+
+
+def check_query_vector(query: Iterable[Any]) -> list[float]:
+    """A caller's query vector as floats; a QueryError if cosine search cannot use it."""
+    try:
+        vector = list(map(float, query))
+    except (TypeError, ValueError) as exc:
+        raise QueryError(f"a query vector must be a sequence of numbers ({exc})") from None
+    if not vector:
+        raise QueryError("the query vector is empty")
+    # One sum finds NaN and infinities (they make it non-finite), and any() stops at the first
+    # non-zero component: pgvector refuses the former, and a zero vector has no cosine.
+    if not math.isfinite(sum(vector)):
+        raise QueryError("the query vector holds NaN or infinite values")
+    if max(vector) > FLOAT4_MAX or min(vector) < -FLOAT4_MAX:
+        raise QueryError("the query vector has components beyond float4, pgvector's component type")
+    if not any(vector):
+        raise QueryError("the query vector is all zeros: it has no direction to compare by cosine")
+    return vector
 
 
 def check_text_search(collection: Collection, mode: str = "text") -> None:
@@ -139,9 +162,7 @@ class ChunkQuerySet(models.QuerySet):
             vector = resolved.embed_query(check_query_text(query))
             space = resolved.space
         else:
-            vector = [float(x) for x in query]
-            if not vector:
-                raise QueryError("the query vector is empty")
+            vector = check_query_vector(query)
             if space is None:
                 space = self._resolve_embedder(collection, embedder).space
             dims = space.rpartition(":")[2]

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .exceptions import QueryError
-from .querysets import MAX_K, check_k, check_query_text, check_text_search
+from .querysets import MAX_K, check_k, check_query_text, check_query_vector, check_text_search
 from .stores import get_store
 from .stores.base import QueryScope
 
@@ -93,7 +93,7 @@ def search(
     else:
         if mode != "vector":
             raise QueryError(f"{mode} search needs the query text, not a vector")
-        vector = list(map(float, query))
+        vector = check_query_vector(query)
         if len(vector) != embedder.dimensions:
             raise QueryError(
                 f"the query vector has {len(vector)} dimensions; collection {collection.name!r} uses "
@@ -133,3 +133,4 @@ def search(
         query_vector = vector if vector is not None else embedder.embed_query(text)
         hits = mmr_hits(query_vector, hits, k, mmr_lambda, using=rag_settings.DATABASE)
     return hits[:k]
+

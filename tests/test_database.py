@@ -123,3 +123,20 @@ def test_a_user_killed_without_cleanup_does_not_keep_the_server_alive(tmp_path: 
         assert not (pgdata / "postmaster.pid").exists()
     finally:
         subprocess.run(["rm", "-rf", str(pgdata)], check=False)
+
+
+def test_database_errors_that_name_a_fix_become_configuration_errors_the_rest_pass_untouched() -> None:
+    from django.db import IntegrityError, ProgrammingError
+
+    from django_rag.dberrors import translate_db_errors
+
+    missing = ProgrammingError('relation "django_rag_chunk" does not exist')
+    with pytest.raises(ConfigurationError, match="tables are missing") as caught, translate_db_errors():
+        raise missing
+    assert caught.value.__cause__ is missing
+    original = IntegrityError("duplicate key value violates unique constraint")
+    with pytest.raises(IntegrityError) as caught, translate_db_errors("default"):
+        raise original
+    assert caught.value is original and caught.value.__cause__ is None
+    with translate_db_errors("default"):
+        pass  # no error, nothing to translate

@@ -136,6 +136,35 @@ def test_a_text_search_on_a_vector_is_refused(kb: rag.Collection) -> None:
         kb.search([0.0] * 64, mode="hybrid")
 
 
+def _dims(kb: rag.Collection) -> int:
+    return kb.get_embedder().dimensions
+
+
+@pytest.mark.parametrize(
+    ("component", "message"),
+    [
+        (float("nan"), "NaN or infinite"),
+        (float("inf"), "NaN or infinite"),
+        (float("-inf"), "NaN or infinite"),
+        (1e39, "beyond float4"),
+        (0.0, "all zeros"),
+        ("a", "sequence of numbers"),
+        (None, "sequence of numbers"),
+        ([1.0], "sequence of numbers"),
+    ],
+)
+def test_unusable_query_vectors_are_refused_before_the_database(
+    kb: rag.Collection, component: object, message: str
+) -> None:
+    vector = [component] * _dims(kb)
+    with pytest.raises(rag.QueryError, match=message):
+        kb.search(vector, mode="vector")
+    with pytest.raises(rag.QueryError, match=message):
+        list(kb.chunks().nearest(vector, k=3))
+    with pytest.raises(rag.QueryError, match="empty"):
+        kb.search([], mode="vector")
+
+
 @pytest.mark.parametrize("query", ["a & b", "!!!", "'unbalanced", "(x | y", "foo:*", "\\"])
 def test_query_syntax_characters_are_plain_text_in_every_syntax(kb: rag.Collection, query: str) -> None:
     for syntax in ("plain", "phrase", "websearch"):
