@@ -342,16 +342,20 @@ def raw_vector_sql(collection_id: int) -> str:
     )
 
 
+def register_vectors(conn: psycopg.Connection[Any]) -> None:
+    """pgvector's adapters, and the packed-vector dumper django-rag's statements (build_sql) bind."""
+    from django_rag.stores.adapters import register_packed_vectors
+
+    info = psycopg.types.TypeInfo.fetch(conn, "vector")
+    assert info is not None, "pgvector is not installed in the bench database"
+    register_packed_vectors(conn, info)
+
+
 def raw_connection(
     db: Database, prepare_threshold: int | None = 5, **settings: str
 ) -> psycopg.Connection[Any]:
-    from django_rag.stores.adapters import PackedVector, packed_dumper
-
     conn = db.connect(autocommit=True, prepare_threshold=prepare_threshold)
-    register_vector(conn)
-    # django-rag's statements (build_sql) bind the query vector packed: its dumper too.
-    info = psycopg.types.TypeInfo.fetch(conn, "vector")
-    conn.adapters.register_dumper(PackedVector, packed_dumper(info.oid))  # type: ignore[union-attr]
+    register_vectors(conn)
     for name, value in settings.items():
         conn.execute("SELECT set_config(%s, %s, false)", [name.replace("__", "."), value])
     return conn
@@ -790,8 +794,6 @@ def deep_ndcg(kb: Any, corpus: Corpus, queries: Queries, order: list[int], lc: L
 def explain_hybrid(conn: psycopg.Connection[Any], collection_id: int, texts: list[str],
                    qvec: list[list[float]], series: Series, out: Report) -> None:
     """Where a median hybrid query spends its time: EXPLAIN ANALYZE of django-rag's own statement."""
-    from pgvector import Vector
-
     from django_rag.stores.base import QueryScope
     from django_rag.stores.pgsearch import SearchRequest, build_sql
 
@@ -804,7 +806,6 @@ def explain_hybrid(conn: psycopg.Connection[Any], collection_id: int, texts: lis
     request = SearchRequest(mode="hybrid", collection_id=collection_id, text_config="english", space=SPACE,
                             k=K, text=texts[i], vector=qvec[i], scope=QueryScope(), candidates=CANDIDATES)
     sql, params = build_sql(request)
-    params["vector"] = Vector(qvec[i])
     with conn.transaction():
         conn.execute(f"SET LOCAL hnsw.ef_search = {CANDIDATES}")
         conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
@@ -913,7 +914,7 @@ def filtered_recall(db: Database, kb: Any, corpus: Corpus, qvec: list[list[float
     # The HNSW path: in a transaction that is rolled back, without the (collection, space, tenant) btree
     # and with explicit sorts discouraged, so the planner walks the HNSW graph with the tenant as a filter.
     forced = db.connect(prepare_threshold=None)
-    register_vector(forced)
+    register_vectors(forced)
     id_at = 1 + chunk_columns()[0].index("id")  # after the distance
     try:
         with forced.transaction(force_rollback=True):
@@ -960,16 +961,12 @@ def vector_leg_scan(conn: psycopg.Connection[Any], collection_id: int, vector: l
 
 
 def filtered_sql(collection_id: int, vector: list[float], tenant: str) -> tuple[str, dict[str, Any]]:
-    from pgvector import Vector
-
     from django_rag.stores.base import QueryScope
     from django_rag.stores.pgsearch import SearchRequest, build_sql
 
     request = SearchRequest(mode="vector", collection_id=collection_id, text_config="english", space=SPACE,
                             k=K, vector=vector, scope=QueryScope(tenant=tenant), snippets=False)
-    sql, params = build_sql(request)
-    params["vector"] = Vector(vector)
-    return sql, params
+    return build_sql(request)
 
 
 def _forced_ids(conn: psycopg.Connection[Any], collection_id: int, qvec: list[list[float]], id_at: int,

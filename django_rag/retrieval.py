@@ -133,4 +133,3 @@ def search(
         query_vector = vector if vector is not None else embedder.embed_query(text)
         hits = mmr_hits(query_vector, hits, k, mmr_lambda, using=rag_settings.DATABASE)
     return hits[:k]
-

@@ -58,8 +58,9 @@ def packed_dumper(oid: int) -> type[Dumper]:
     return dumper
 
 
-def register_packed_vectors(cur: psycopg.Cursor[Any], info: TypeInfo) -> None:
-    """pgvector's adapters on ``cur``, then the pass-through dumper of ``PackedVector``.
+def register_packed_vectors(cur: psycopg.Cursor[Any] | psycopg.Connection[Any], info: TypeInfo) -> None:
+    """pgvector's adapters on ``cur`` (or a whole connection), then the pass-through dumper of
+    ``PackedVector``.
 
     Registered last, it is also the dumper COPY picks for the vector type.
     """
