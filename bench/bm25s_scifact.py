@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import bm25s
 import Stemmer
 
-from django_rag.evaluation import BeirDataset, load_beir, ndcg_at, recall_at, reciprocal_rank_at
+from django_rag.search.evaluation import BeirDataset, load_beir, ndcg_at, recall_at, reciprocal_rank_at
 
 
 def main() -> None:
@@ -77,8 +77,8 @@ def main() -> None:
 
 def chunked(dataset: BeirDataset, size: int, overlap: int) -> tuple[list[str], list[str]]:
     """(document id per chunk, chunk text) as ``rag_eval`` chunks the corpus with the local embedder."""
-    from django_rag.chunking import chunk_document
     from django_rag.embedders.local import LocalEmbedder
+    from django_rag.ingest.chunking import chunk_document
 
     count_tokens = LocalEmbedder().count_tokens
     ids, texts = [], []

@@ -195,12 +195,13 @@ class DjangoRagStore(Contender):
         ]
 
     def load(self, prepared: Any) -> None:
+        import django_rag as rag
         from django_rag.embedders import get_embedder
         from django_rag.stores.pgvector import PgVectorStore
 
-        store, space = PgVectorStore(), get_embedder().space
+        store, space, coll = PgVectorStore(), get_embedder().space, rag.collection(self.collection)
         for items in prepared:
-            store.upsert_many(self.collection, items, space=space)
+            store.upsert_many(coll, items, space=space)
 
     def reset(self, db: Database) -> None:
         truncate_rag_tables()
@@ -216,7 +217,7 @@ class DjangoRagPipeline(DjangoRagStore):
         self.result: Any = None
 
     def prepare(self, batches: list[Batch]) -> Any:
-        from django_rag.chunking import chunk_document
+        from django_rag.ingest.chunking import chunk_document
         from django_rag.types import RagDocument
 
         docs = []
@@ -267,7 +268,9 @@ class LangChainV2(Contender):
 class LangChainLegacy(Contender):
     def __init__(self) -> None:
         super().__init__(
-            "LangChain PGVector (legacy)", True, ("langchain_pg_embedding", "langchain_pg_collection"),
+            "LangChain PGVector (legacy)",
+            True,
+            ("langchain_pg_embedding", "langchain_pg_collection"),
             text_column="document",
         )
 
@@ -275,8 +278,12 @@ class LangChainLegacy(Contender):
         from langchain_postgres.vectorstores import PGVector
 
         self.store = PGVector(
-            no_embeddings(), connection=db.sqlalchemy_url("psycopg"), embedding_length=dims,
-            collection_name="bench", use_jsonb=True, create_extension=False,
+            no_embeddings(),
+            connection=db.sqlalchemy_url("psycopg"),
+            embedding_length=dims,
+            collection_name="bench",
+            use_jsonb=True,
+            create_extension=False,
         )
 
     prepare = LangChainV2.prepare
@@ -304,7 +311,8 @@ class LlamaIndex(Contender):
         self.store = PGVectorStore(
             connection_string=db.sqlalchemy_url("psycopg2"),
             async_connection_string=db.sqlalchemy_url("asyncpg"),
-            table_name="bench_llama", embed_dim=dims,
+            table_name="bench_llama",
+            embed_dim=dims,
         )
         self.store.add([])  # creates the table outside the clock
 
@@ -383,9 +391,16 @@ class DjangoBulkCreate(Contender):
         return [
             [
                 Chunk(
-                    document_id=ids[row.doc], collection_id=coll.pk, space=space, index=row.index,
-                    content=row.text, content_hash=row.hash, token_count=len(row.text) // 4,
-                    char_end=len(row.text), metadata=row.metadata, embedding=row.vector,
+                    document_id=ids[row.doc],
+                    collection_id=coll.pk,
+                    space=space,
+                    index=row.index,
+                    content=row.text,
+                    content_hash=row.hash,
+                    token_count=len(row.text) // 4,
+                    char_end=len(row.text),
+                    metadata=row.metadata,
+                    embedding=row.vector,
                 )
                 for row in flat(batch)
             ]
@@ -531,14 +546,21 @@ def main(argv: Sequence[str] | None = None) -> None:
         },
     }
     contenders: list[Contender] = [
-        RawCopy(), DjangoRagStore(), DjangoRagPipeline(args.batch_docs), DjangoBulkCreate(),
-        LangChainLegacy(), LlamaIndex(), LangChainV2(),
+        RawCopy(),
+        DjangoRagStore(),
+        DjangoRagPipeline(args.batch_docs),
+        DjangoBulkCreate(),
+        LangChainLegacy(),
+        LlamaIndex(),
+        LangChainV2(),
         DjangoRagStore("django-rag store, TEXT_SEARCH off (vector only)", VECTOR_ONLY),
     ]
     outcomes: dict[str, Outcome] = {}
 
-    print(f"ingest throughput: {n} chunks x {args.dims} dims, {len(docs)} documents of {args.doc_chunks} "
-          f"chunks, {len(batches)} calls of {args.batch_docs} documents; repeat {args.repeat}")
+    print(
+        f"ingest throughput: {n} chunks x {args.dims} dims, {len(docs)} documents of {args.doc_chunks} "
+        f"chunks, {len(batches)} calls of {args.batch_docs} documents; repeat {args.repeat}"
+    )
     with bench_database() as db:
         print(f"server: {db.server}; scratch database {db.name}")
         setup_django(db, rag_settings)
@@ -560,8 +582,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                     raise SystemExit(f"pipeline embedded {contender.result.embedded} texts, expected {n}")
                 outcome.size, outcome.indexes = table_facts(db, contender)
                 contender.teardown(db)
-                print(f"  round {round_ + 1}: {contender.name:<50} {seconds:8.2f} s "
-                      f"{n / seconds:9,.0f} chunks/s", flush=True)
+                print(
+                    f"  round {round_ + 1}: {contender.name:<50} {seconds:8.2f} s "
+                    f"{n / seconds:9,.0f} chunks/s",
+                    flush=True,
+                )
     report(contenders, outcomes, n)
     print(machine_line())
 
@@ -573,13 +598,17 @@ def report(contenders: list[Contender], outcomes: dict[str, Outcome], n: int) ->
     store = next((c for c in contenders if type(c) is DjangoRagStore), None)
     width = max(len(c.name) for c in contenders)
     print()
-    print(f"{'contender':<{width}} {'seconds':>8} {'chunks/s':>9} {'store/this':>10} {'MB on disk':>10} "
-          f"{'load avg':>8}")
+    print(
+        f"{'contender':<{width}} {'seconds':>8} {'chunks/s':>9} {'store/this':>10} {'MB on disk':>10} "
+        f"{'load avg':>8}"
+    )
     for c in contenders:
         o = outcomes[c.name]
         ratio = f"{rate(store) / rate(c):9.2f}x" if store else f"{'-':>10}"
-        print(f"{c.name:<{width}} {median(o.seconds):8.2f} {rate(c):9,.0f} {ratio} {o.size / 2**20:10.1f} "
-              f"{median(o.loads):8.2f}")
+        print(
+            f"{c.name:<{width}} {median(o.seconds):8.2f} {rate(c):9,.0f} {ratio} {o.size / 2**20:10.1f} "
+            f"{median(o.loads):8.2f}"
+        )
     print("(store/this: django-rag store-level chunks/s over the contender's; load avg: the 1-minute")
     print(" load average when the contender's timed load ended)")
     print()

@@ -66,8 +66,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     with bench_database() as db:
         setup_django(db, rag)
         import django_rag
-        from django_rag.chunking import chunk_document
         from django_rag.embedders import get_embedder
+        from django_rag.ingest.chunking import chunk_document
         from django_rag.types import RagDocument
 
         embedder: Any = get_embedder()
@@ -87,9 +87,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         if chunked != texts:
             raise SystemExit("the documents do not chunk back into the benchmark texts")
         tokens = sum(embedder.count_tokens(t) for t in texts)
-        print(f"local pipeline: {len(texts)} chunks ({tokens / len(texts):.0f} model tokens on average) "
-              f"in {len(docs)} documents; {embedder!r}, batch size {embedder.batch_size}; "
-              f"repeat {args.repeat}")
+        print(
+            f"local pipeline: {len(texts)} chunks ({tokens / len(texts):.0f} model tokens on average) "
+            f"in {len(docs)} documents; {embedder!r}, batch size {embedder.batch_size}; "
+            f"repeat {args.repeat}"
+        )
         print(f"server: {db.server}")
 
         # Warm-up: model and tokenizer load, ONNX Runtime's first runs, the first write.
@@ -127,10 +129,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             if result.embedded != len(texts) or result.added != len(texts):
                 raise SystemExit(f"pipeline embedded {result.embedded}, added {result.added} of {len(texts)}")
             split.append((sum(inside), timer.seconds - sum(inside)))
-            print(f"  round {round_ + 1}: embedder alone {alone[-1]:6.2f} s "
-                  f"({len(texts) / alone[-1]:5.1f} chunks/s), pipeline {pipeline[-1]:6.2f} s "
-                  f"({len(texts) / pipeline[-1]:5.1f} chunks/s), of which "
-                  f"embed_documents {split[-1][0]:.2f} s and the rest {split[-1][1]:.3f} s", flush=True)
+            print(
+                f"  round {round_ + 1}: embedder alone {alone[-1]:6.2f} s "
+                f"({len(texts) / alone[-1]:5.1f} chunks/s), pipeline {pipeline[-1]:6.2f} s "
+                f"({len(texts) / pipeline[-1]:5.1f} chunks/s), of which "
+                f"embed_documents {split[-1][0]:.2f} s and the rest {split[-1][1]:.3f} s",
+                flush=True,
+            )
 
     n = len(texts)
     a, p = median(alone), median(pipeline)
@@ -143,8 +148,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     print()
     verdict = "meets" if p / a - 1 < 0.10 else "MISSES"
     print(f"overhead, pipeline vs embedder alone (medians): {p / a - 1:+.1%} ({verdict} the < 10% target)")
-    print(f"overhead inside the pipeline runs: {rest:.3f} s outside embed_documents over {model:.2f} s "
-          f"inside = {rest / model:.1%} (median of runs)")
+    print(
+        f"overhead inside the pipeline runs: {rest:.3f} s outside embed_documents over {model:.2f} s "
+        f"inside = {rest / model:.1%} (median of runs)"
+    )
     print(machine_line())
 
 

@@ -46,7 +46,7 @@ def build_text(abstracts: list[tuple[str, str, str]], count: int) -> list[str]:
 
 
 def chunk_spans(text: str, size: int, overlap: int) -> list[tuple[int, int, str]]:
-    from django_rag.chunking import chunk_document
+    from django_rag.ingest.chunking import chunk_document
     from django_rag.types import RagDocument
 
     chunks = chunk_document(RagDocument(SOURCE_ID, text), chunk_size=size, chunk_overlap=overlap)
@@ -142,14 +142,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         "EMBEDDERS": {"default": {"BACKEND": "common.CountingHashingEmbedder", "DIMENSIONS": 384}},
         "COLLECTIONS": {
             COLLECTION: {
-                "TEXT_CONFIG": "english", "CHUNK_SIZE": args.chunk_size, "CHUNK_OVERLAP": args.chunk_overlap,
+                "TEXT_CONFIG": "english",
+                "CHUNK_SIZE": args.chunk_size,
+                "CHUNK_OVERLAP": args.chunk_overlap,
             },
         },
     }
     with bench_database() as db:
         setup_django(db, rag)
         import django_rag
-        from django_rag.chunking import default_token_counter
+        from django_rag.ingest.chunking import default_token_counter
         from django_rag.models import Chunk
         from django_rag.stores import get_store
         from django_rag.types import RagDocument
@@ -157,9 +159,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         paragraphs = paragraphs_for(args.chunks, args.chunk_size, args.chunk_overlap)
         steps = versions(paragraphs, args.chunk_size, args.chunk_overlap)
         counter = getattr(default_token_counter(), "__name__", "?")
-        print(f"re-sync: one document of {len(paragraphs)} SciFact abstracts, "
-              f"{len(steps[0].text):,} characters, {len(steps[0].spans)} chunks of <= {args.chunk_size} "
-              f"tokens (overlap {args.chunk_overlap}, counted with {counter}); hashing embedder, 384 dims")
+        print(
+            f"re-sync: one document of {len(paragraphs)} SciFact abstracts, "
+            f"{len(steps[0].text):,} characters, {len(steps[0].spans)} chunks of <= {args.chunk_size} "
+            f"tokens (overlap {args.chunk_overlap}, counted with {counter}); hashing embedder, 384 dims"
+        )
         print(f"server: {db.server}")
         kb = django_rag.collection(COLLECTION)
         spent = timed_vectors_for(get_store())
@@ -175,11 +179,15 @@ def main(argv: Sequence[str] | None = None) -> None:
                 raise SystemExit(f"{step.label}: {stored} chunks stored, the chunker makes {len(step.spans)}")
 
     print()
-    print(f"{'step':<30} {'seconds':>8} {'added':>6} {'removed':>7} {'unchanged':>9} {'embedded':>8} "
-          f"{'embed calls':>11} {'vectors_for s':>13} {'chunking s':>10}")
+    print(
+        f"{'step':<30} {'seconds':>8} {'added':>6} {'removed':>7} {'unchanged':>9} {'embedded':>8} "
+        f"{'embed calls':>11} {'vectors_for s':>13} {'chunking s':>10}"
+    )
     for step, result, seconds, reuse, calls in rows:
-        print(f"{step.label:<30} {seconds:8.3f} {result.added:6} {result.removed:7} {result.unchanged:9} "
-              f"{result.embedded:8} {calls:11} {reuse:13.3f} {step.chunking:10.3f}")
+        print(
+            f"{step.label:<30} {seconds:8.3f} {result.added:6} {result.removed:7} {result.unchanged:9} "
+            f"{result.embedded:8} {calls:11} {reuse:13.3f} {step.chunking:10.3f}"
+        )
     print()
     _, unchanged, _, _, calls = rows[1]
     verdict = "OK" if unchanged.embedded == 0 and calls == 0 else "FAIL: must be 0"
@@ -187,8 +195,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     for (before, *_), (step, result, *_) in pairwise(rows[1:]):
         inside, outside = step.new_chunks(before)
         verdict = "OK" if result.embedded == inside + outside and outside == 0 else "check"
-        print(f"{step.label}: {result.embedded} texts embedded; new chunks inside the edited paragraph "
-              f"{inside}, outside it (boundary shifts) {outside} ({verdict})")
+        print(
+            f"{step.label}: {result.embedded} texts embedded; new chunks inside the edited paragraph "
+            f"{inside}, outside it (boundary shifts) {outside} ({verdict})"
+        )
     print(machine_line())
 
 

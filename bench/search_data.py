@@ -144,7 +144,7 @@ class Queries:
 
 def embed_queries(n: int) -> None:
     from django_rag.embedders.local import LocalEmbedder
-    from django_rag.evaluation import load_beir
+    from django_rag.search.evaluation import load_beir
 
     dataset = load_beir(SCIFACT_DIR, split="train")
     ids = list(dataset.queries)[:n]

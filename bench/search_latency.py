@@ -87,26 +87,32 @@ LC_SETTLE = 0.005  # see ``interleaved``
 
 
 def load_django_rag(corpus: Corpus, batch_chunks: int) -> float:
+    import django_rag as rag
     from django_rag.stores.base import DocumentInfo
     from django_rag.stores.pgvector import PgVectorStore
     from django_rag.types import ChunkData
 
-    store = PgVectorStore()
+    store, coll = PgVectorStore(), rag.collection(COLLECTION)
     vectors = corpus.vectors.tolist()
     items: list[tuple[DocumentInfo, list[ChunkData]]] = []
     size = 0
     with Timer() as timer:
         for d, rows in enumerate(corpus.rows):
             info = DocumentInfo(
-                corpus.source_ids[d], title=corpus.source_ids[d], tenant=corpus.tenants[d],
+                corpus.source_ids[d],
+                title=corpus.source_ids[d],
+                tenant=corpus.tenants[d],
                 metadata={"origin": corpus.origins[d]},
                 tags=["original"] if corpus.source_ids[d] == corpus.origins[d] else [],
             )
             chunks = [
                 ChunkData(
-                    index=i, content=corpus.texts[r], content_hash=sha1(corpus.texts[r]),
+                    index=i,
+                    content=corpus.texts[r],
+                    content_hash=sha1(corpus.texts[r]),
                     metadata={"row": r, "origin": corpus.origins[d]},
-                    token_count=len(corpus.texts[r]) // 4, char_end=len(corpus.texts[r]),
+                    token_count=len(corpus.texts[r]) // 4,
+                    char_end=len(corpus.texts[r]),
                     embedding=vectors[r],
                 )
                 for i, r in enumerate(rows)
@@ -114,10 +120,10 @@ def load_django_rag(corpus: Corpus, batch_chunks: int) -> float:
             items.append((info, chunks))
             size += len(chunks)
             if size >= batch_chunks:
-                store.upsert_many(COLLECTION, items, space=SPACE)
+                store.upsert_many(coll, items, space=SPACE)
                 items, size = [], 0
         if items:
-            store.upsert_many(COLLECTION, items, space=SPACE)
+            store.upsert_many(coll, items, space=SPACE)
     return timer.seconds
 
 
@@ -153,8 +159,12 @@ def lc_hybrid_config(top_k: int) -> Any:
     from langchain_postgres.v2.hybrid_search_config import HybridSearchConfig, reciprocal_rank_fusion
 
     return HybridSearchConfig(
-        tsv_column="content_tsv", tsv_lang="pg_catalog.english", fusion_function=reciprocal_rank_fusion,
-        fusion_function_parameters={"rrf_k": 60}, primary_top_k=top_k, secondary_top_k=top_k,
+        tsv_column="content_tsv",
+        tsv_lang="pg_catalog.english",
+        fusion_function=reciprocal_rank_fusion,
+        fusion_function_parameters={"rrf_k": 60},
+        primary_top_k=top_k,
+        secondary_top_k=top_k,
     )
 
 
@@ -200,7 +210,8 @@ class LangChain:
             for start in range(0, rows, batch):
                 stop = min(start + batch, rows)
                 writer.add_embeddings(
-                    texts[start:stop], vectors[start:stop],
+                    texts[start:stop],
+                    vectors[start:stop],
                     [{"origin": origin[r], "row": r} for r in range(start, stop)],
                     ids=[str(uuid.UUID(int=r + 1)) for r in range(start, stop)],
                 )
@@ -403,7 +414,7 @@ def interleaved(series: Sequence[Series], queries: Sequence[int], warmup: int, p
 
 
 def ndcg(rankings: dict[int, list[str]], queries: Queries) -> float:
-    from django_rag.evaluation import ndcg_at
+    from django_rag.search.evaluation import ndcg_at
 
     scores = []
     for i, origins in rankings.items():
@@ -446,11 +457,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--passes", type=int, default=2, help="timed passes over the queries")
     parser.add_argument("--maintenance-work-mem", default="1GB", help="for the HNSW builds")
     parser.add_argument("--batch-chunks", type=int, default=1280, help="chunks per write call")
-    parser.add_argument("--langchain-rows", type=int, default=10_000,
-                        help="rows LangChain writes with add_embeddings; the rest are copied (see load_both)")
+    parser.add_argument(
+        "--langchain-rows",
+        type=int,
+        default=10_000,
+        help="rows LangChain writes with add_embeddings; the rest are copied (see load_both)",
+    )
     parser.add_argument("--keep-db", default="", help="development: reuse/keep this database (loads once)")
-    parser.add_argument("--sections", default="vector,hybrid,recall",
-                        help="comma-separated sections to run: vector, hybrid, recall (development)")
+    parser.add_argument(
+        "--sections",
+        default="vector,hybrid,recall",
+        help="comma-separated sections to run: vector, hybrid, recall (development)",
+    )
     args = parser.parse_args(argv)
     out = Report()
     started = time.perf_counter()
@@ -462,12 +480,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     with Timer() as built:
         corpus = build_corpus(args.chunks)
     cosines = np.percentile(corpus.copy_cosines, [5, 95])
-    out.add(f"search latency & recall (issue 4): {corpus.n} chunks x {DIMS} dims ({corpus.real} real MiniLM "
-            f"SciFact chunks + {corpus.n - corpus.real} perturbed copies, copy-source cosine "
-            f"{cosines[0]:.2f}-{cosines[1]:.2f} p5-p95), {len(corpus.rows)} documents; "
-            f"{len(order)} SciFact train queries; built in {built.seconds:.1f} s")
-    out.add(f"tenant {SMALL_TENANT!r}: {corpus.tenant_rows(SMALL_TENANT)} rows "
-            f"({corpus.tenant_rows(SMALL_TENANT) / corpus.n:.2%})")
+    out.add(
+        f"search latency & recall (issue 4): {corpus.n} chunks x {DIMS} dims ({corpus.real} real MiniLM "
+        f"SciFact chunks + {corpus.n - corpus.real} perturbed copies, copy-source cosine "
+        f"{cosines[0]:.2f}-{cosines[1]:.2f} p5-p95), {len(corpus.rows)} documents; "
+        f"{len(order)} SciFact train queries; built in {built.seconds:.1f} s"
+    )
+    out.add(
+        f"tenant {SMALL_TENANT!r}: {corpus.tenant_rows(SMALL_TENANT)} rows "
+        f"({corpus.tenant_rows(SMALL_TENANT) / corpus.n:.2%})"
+    )
     rag_settings = {
         "EMBEDDERS": {"default": {"BACKEND": "search_data.MiniLMLookup"}},
         "COLLECTIONS": {COLLECTION: {"TEXT_CONFIG": "english"}},
@@ -487,8 +509,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                 load_all(db, corpus, lc, args, out)
             with db.connect() as conn:
                 shared_buffers = conn.execute("SHOW shared_buffers").fetchone()[0]  # type: ignore[index]
-            out.add(f"shared_buffers {shared_buffers}; setup took {time.perf_counter() - started:.0f} s; "
-                    f"{machine_line()}")
+            out.add(
+                f"shared_buffers {shared_buffers}; setup took {time.perf_counter() - started:.0f} s; "
+                f"{machine_line()}"
+            )
             lc.open()
             run_benchmarks(db, kb, corpus, queries, order, qvec, lc, args, out)
         finally:
@@ -509,18 +533,32 @@ def load_all(db: Database, corpus: Corpus, lc: LangChain, args: argparse.Namespa
     with db.connect(autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
         conn.execute("CHECKPOINT")
-    out.add(f"django-rag upsert_many: {corpus.n} chunks in {rag_s:.0f} s ({corpus.n / rag_s:,.0f}/s); "
-            f"LangChain add_embeddings, side by side: first {lc_rows} rows in {lc.load_seconds:.0f} s "
-            f"({lc_rows / lc.load_seconds:,.0f}/s), the other {corpus.n - lc_rows} copied with the same "
-            f"values in {copy_s:.0f} s; synchronous_commit off while loading")
-    out.add(f"django-rag HNSW build {index_s:.1f} s (maintenance_work_mem {args.maintenance_work_mem}): "
-            f"{spec.create_sql()}")
-    out.add(f"LangChain: GIN on content_tsv {lc.gin_seconds:.1f} s, "
-            f"HNSWIndex() build {lc.index_seconds:.1f} s")
+    out.add(
+        f"django-rag upsert_many: {corpus.n} chunks in {rag_s:.0f} s ({corpus.n / rag_s:,.0f}/s); "
+        f"LangChain add_embeddings, side by side: first {lc_rows} rows in {lc.load_seconds:.0f} s "
+        f"({lc_rows / lc.load_seconds:,.0f}/s), the other {corpus.n - lc_rows} copied with the same "
+        f"values in {copy_s:.0f} s; synchronous_commit off while loading"
+    )
+    out.add(
+        f"django-rag HNSW build {index_s:.1f} s (maintenance_work_mem {args.maintenance_work_mem}): "
+        f"{spec.create_sql()}"
+    )
+    out.add(
+        f"LangChain: GIN on content_tsv {lc.gin_seconds:.1f} s, HNSWIndex() build {lc.index_seconds:.1f} s"
+    )
 
 
-def run_benchmarks(db: Database, kb: Any, corpus: Corpus, queries: Queries, order: list[int],
-                   qvec: list[list[float]], lc: LangChain, args: argparse.Namespace, out: Report) -> None:
+def run_benchmarks(
+    db: Database,
+    kb: Any,
+    corpus: Corpus,
+    queries: Queries,
+    order: list[int],
+    qvec: list[list[float]],
+    lc: LangChain,
+    args: argparse.Namespace,
+    out: Report,
+) -> None:
     sections = set(args.sections.split(","))
     pipe = raw_connection(db, prepare_threshold=None)
     try:
@@ -534,8 +572,9 @@ def run_benchmarks(db: Database, kb: Any, corpus: Corpus, queries: Queries, orde
         pipe.close()
 
 
-def search_hits(kb: Any, query: Callable[[int], Any], *, read_all: bool = False,
-                **options: Any) -> Callable[[int], list[str]]:
+def search_hits(
+    kb: Any, query: Callable[[int], Any], *, read_all: bool = False, **options: Any
+) -> Callable[[int], list[str]]:
     """``kb.search`` as a contender: the source documents of its hits.
 
     ``read_all``: also read what a results page shows of every hit (chunk text, document title,
@@ -569,17 +608,26 @@ def with_prepare_threshold(threshold: int | None, call: Callable[[int], Any]) ->
     return run
 
 
-def vector_latency(db: Database, kb: Any, queries: Queries, order: list[int], qvec: list[list[float]],
-                   lc: LangChain, args: argparse.Namespace, out: Report) -> None:
+def vector_latency(
+    db: Database,
+    kb: Any,
+    queries: Queries,
+    order: list[int],
+    qvec: list[list[float]],
+    lc: LangChain,
+    args: argparse.Namespace,
+    out: Report,
+) -> None:
     """kb.search(vec, mode="vector") against one hand-written statement on plain psycopg."""
-    from django_rag.stores.base import QueryScope
-    from django_rag.stores.pgsearch import SearchRequest, fetch_rows
+    from django_rag.stores.base import QueryScope, SearchRequest
+    from django_rag.stores.pgsearch import fetch_rows
 
     # Raw psycopg as it comes (prepare_threshold 5: statements are server-prepared after 5 runs) and
     # unprepared (prepare_threshold None, what Django's connections use unless OPTIONS say otherwise).
     raw = raw_connection(db, hnsw__ef_search="40", hnsw__iterative_scan="relaxed_order")
-    raw_unprepared = raw_connection(db, prepare_threshold=None, hnsw__ef_search="40",
-                                    hnsw__iterative_scan="relaxed_order")
+    raw_unprepared = raw_connection(
+        db, prepare_threshold=None, hnsw__ef_search="40", hnsw__iterative_scan="relaxed_order"
+    )
     raw_sql = raw_vector_sql(kb.pk)
     plan = "\n".join(r[0] for r in raw.execute("EXPLAIN " + raw_sql, {"q": np.array(qvec[0])}).fetchall())
     if spec_name(plan) is None:
@@ -595,46 +643,73 @@ def vector_latency(db: Database, kb: Any, queries: Queries, order: list[int], qv
         return call
 
     def rows_only(i: int) -> list[str]:
-        request = SearchRequest(mode="vector", collection_id=kb.pk, text_config=kb.text_config, space=SPACE,
-                                k=K, vector=qvec[i], scope=QueryScope())
-        return [origin_of(r[1 + source_at]) for r in sorted(fetch_rows(request, "default"))]
+        request = SearchRequest(
+            mode="vector",
+            space=SPACE,
+            k=K,
+            vector=qvec[i],
+            scope=QueryScope(),
+        )
+        return [origin_of(r[1 + source_at]) for r in sorted(fetch_rows(kb, request, "default"))]
 
     def lc_vector(i: int) -> list[str]:
         return [d.metadata["origin"] for d in lc.vector.similarity_search_by_vector(qvec[i], k=K)]
 
     by_vector = qvec.__getitem__
     series = [
-        Series("django-rag kb.search(vec, mode='vector'), Django's default connection",
-               search_hits(kb, by_vector)),
-        Series("django-rag kb.search(vec, mode='vector'), prepare_threshold=5",
-               with_prepare_threshold(5, search_hits(kb, by_vector))),
-        Series("  same, snippets=False",
-               with_prepare_threshold(5, search_hits(kb, by_vector, snippets=False))),
-        Series("  same, reading every hit's chunk text, document title and snippet",
-               with_prepare_threshold(5, search_hits(kb, by_vector, read_all=True))),
-        Series("  its rows alone (pgsearch.fetch_rows: settings + statement, no Hit objects)",
-               with_prepare_threshold(5, rows_only)),
+        Series(
+            "django-rag kb.search(vec, mode='vector'), Django's default connection",
+            search_hits(kb, by_vector),
+        ),
+        Series(
+            "django-rag kb.search(vec, mode='vector'), prepare_threshold=5",
+            with_prepare_threshold(5, search_hits(kb, by_vector)),
+        ),
+        Series(
+            "  same, snippets=False", with_prepare_threshold(5, search_hits(kb, by_vector, snippets=False))
+        ),
+        Series(
+            "  same, reading every hit's chunk text, document title and snippet",
+            with_prepare_threshold(5, search_hits(kb, by_vector, read_all=True)),
+        ),
+        Series(
+            "  its rows alone (pgsearch.fetch_rows: settings + statement, no Hit objects)",
+            with_prepare_threshold(5, rows_only),
+        ),
         Series("raw psycopg, one statement (psycopg defaults: prepared after 5 runs)", raw_on(raw)),
-        Series("raw psycopg, one statement, prepare_threshold=None (as Django connects)",
-               raw_on(raw_unprepared)),
+        Series(
+            "raw psycopg, one statement, prepare_threshold=None (as Django connects)", raw_on(raw_unprepared)
+        ),
         Series("LangChain PGVectorStore similarity_search_by_vector", lc_vector, LC_SETTLE),
     ]
     interleaved(series, order, args.warmup, args.passes)
     base, unprepared = series[5], series[6]
     out.add()
-    out.add(f"== vector-only, k={K}, ef_search 40, {len(order)} queries x {args.passes} passes interleaved "
-            f"(warm-up {args.warmup}); {machine_line()}")
+    out.add(
+        f"== vector-only, k={K}, ef_search 40, {len(order)} queries x {args.passes} passes interleaved "
+        f"(warm-up {args.warmup}); {machine_line()}"
+    )
     out.table(
         ["contender", "p50 ms", "p95 ms", "p50/raw", "p95/raw", "p50/unprepared raw", "nDCG@10"],
-        [[s.name, f"{s.p(50):.2f}", f"{s.p(95):.2f}", f"{s.p(50) / base.p(50):.2f}x",
-          f"{s.p(95) / base.p(95):.2f}x", f"{s.p(50) / unprepared.p(50):.2f}x",
-          f"{ndcg(s.results, queries):.3f}"]
-         for s in series],
+        [
+            [
+                s.name,
+                f"{s.p(50):.2f}",
+                f"{s.p(95):.2f}",
+                f"{s.p(50) / base.p(50):.2f}x",
+                f"{s.p(95) / base.p(95):.2f}x",
+                f"{s.p(50) / unprepared.p(50):.2f}x",
+                f"{ndcg(s.results, queries):.3f}",
+            ]
+            for s in series
+        ],
     )
     for s, peer in ((series[1], base), (series[0], unprepared), (series[0], base)):
         ratio = s.p(50) / peer.p(50)
-        out.add(f"{s.name} / {peer.name}: p50 {ratio:.2f}x, p95 {s.p(95) / peer.p(95):.2f}x "
-                f"(target <= {TARGET_VECTOR_RATIO}: {'met' if ratio <= TARGET_VECTOR_RATIO else 'MISSED'})")
+        out.add(
+            f"{s.name} / {peer.name}: p50 {ratio:.2f}x, p95 {s.p(95) / peer.p(95):.2f}x "
+            f"(target <= {TARGET_VECTOR_RATIO}: {'met' if ratio <= TARGET_VECTOR_RATIO else 'MISSED'})"
+        )
     out.add(f"LangChain / raw p50 {series[7].p(50) / base.p(50):.2f}x")
     # The same pairs without the other contenders in between: every call runs after a lighter one,
     # so fixed Python costs weigh more against a faster raw statement.
@@ -643,21 +718,29 @@ def vector_latency(db: Database, kb: Any, queries: Queries, order: list[int], qv
     out.add("-- pairs alone (django-rag and raw only, interleaved):")
     for s, peer in ((pairs[0], pairs[1]), (pairs[2], pairs[3])):
         ratio = s.p(50) / peer.p(50)
-        out.add(f"{s.name}: p50 {s.p(50):.2f} ms / {peer.p(50):.2f} ms = {ratio:.2f}x, "
-                f"p95 {s.p(95) / peer.p(95):.2f}x (target <= {TARGET_VECTOR_RATIO}: "
-                f"{'met' if ratio <= TARGET_VECTOR_RATIO else 'MISSED'})")
+        out.add(
+            f"{s.name}: p50 {s.p(50):.2f} ms / {peer.p(50):.2f} ms = {ratio:.2f}x, "
+            f"p95 {s.p(95) / peer.p(95):.2f}x (target <= {TARGET_VECTOR_RATIO}: "
+            f"{'met' if ratio <= TARGET_VECTOR_RATIO else 'MISSED'})"
+        )
     planning(raw_unprepared, kb, raw_sql, qvec, order, out)
     for conn in (raw, raw_unprepared):
         conn.close()
 
 
-def planning(conn: psycopg.Connection[Any], kb: Any, raw_sql: str, qvec: list[list[float]], order: list[int],
-             out: Report) -> None:
+def planning(
+    conn: psycopg.Connection[Any],
+    kb: Any,
+    raw_sql: str,
+    qvec: list[list[float]],
+    order: list[int],
+    out: Report,
+) -> None:
     """Server side, from EXPLAIN ANALYZE: planning and execution of kb.search's statement and the raw one."""
     from pgvector import Vector
 
-    from django_rag.stores.base import QueryScope
-    from django_rag.stores.pgsearch import SearchRequest, build_sql
+    from django_rag.stores.base import QueryScope, SearchRequest
+    from django_rag.stores.pgsearch import build_sql
 
     def times(sql: str, params: dict[str, Any]) -> tuple[float, float]:
         with conn.transaction():
@@ -672,19 +755,33 @@ def planning(conn: psycopg.Connection[Any], kb: Any, raw_sql: str, qvec: list[li
     names = ("kb.search(vec, mode='vector')", "raw, hand-written")
     found: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     for n, i in enumerate(order[:50]):
-        request = SearchRequest(mode="vector", collection_id=kb.pk, text_config=kb.text_config, space=SPACE,
-                                k=K, vector=qvec[i], scope=QueryScope())
-        statements = {names[0]: build_sql(request), names[1]: (raw_sql, {"q": Vector(qvec[i])})}
-        for name in names[n % 2:] + names[: n % 2]:  # alternating, so neither always runs first
+        request = SearchRequest(
+            mode="vector",
+            space=SPACE,
+            k=K,
+            vector=qvec[i],
+            scope=QueryScope(),
+        )
+        statements = {names[0]: build_sql(kb, request), names[1]: (raw_sql, {"q": Vector(qvec[i])})}
+        for name in names[n % 2 :] + names[: n % 2]:  # alternating, so neither always runs first
             found[name].append(times(*statements[name]))
     rows = [[name, *(f"{np.median(col):.3f}" for col in zip(*found[name], strict=True))] for name in names]
     out.add("server side, EXPLAIN ANALYZE (timing off), 50 queries, unprepared:")
     out.table(["statement", "planning p50 ms", "execution p50 ms"], rows)
 
 
-def hybrid_latency(db: Database, kb: Any, corpus: Corpus, queries: Queries, order: list[int],
-                   qvec: list[list[float]], lc: LangChain, pipe: psycopg.Connection[Any],
-                   args: argparse.Namespace, out: Report) -> None:
+def hybrid_latency(
+    db: Database,
+    kb: Any,
+    corpus: Corpus,
+    queries: Queries,
+    order: list[int],
+    qvec: list[list[float]],
+    lc: LangChain,
+    pipe: psycopg.Connection[Any],
+    args: argparse.Namespace,
+    out: Report,
+) -> None:
     """kb.search(text, mode="hybrid") against LangChain's hybrid search, nDCG, and where the time goes."""
     texts = queries.texts
     by_text = texts.__getitem__
@@ -709,55 +806,91 @@ def hybrid_latency(db: Database, kb: Any, corpus: Corpus, queries: Queries, orde
     peer = hybrid[4]
     deep = deep_ndcg(kb, corpus, queries, order, lc, lc_hybrid)
     out.add()
-    out.add(f"== hybrid, k={K}, {CANDIDATES} candidates per leg, RRF k=60, query vectors cached "
-            f"(no model time); {machine_line()}")
-    out.add("nDCG@10 on documents (copies count as their source): 'k=10' folds the 10 timed hits; "
-            f"'deep' folds the top {DEEP} chunks ({DEEP} candidates per leg) into the first 10 "
-            "distinct documents, so that copies crowding the top 10 do not decide the score (untimed); "
-            "'originals' searches only the 9.9k real chunks (tags=['original'], top 30 chunks folded)")
+    out.add(
+        f"== hybrid, k={K}, {CANDIDATES} candidates per leg, RRF k=60, query vectors cached "
+        f"(no model time); {machine_line()}"
+    )
+    out.add(
+        "nDCG@10 on documents (copies count as their source): 'k=10' folds the 10 timed hits; "
+        f"'deep' folds the top {DEEP} chunks ({DEEP} candidates per leg) into the first 10 "
+        "distinct documents, so that copies crowding the top 10 do not decide the score (untimed); "
+        "'originals' searches only the 9.9k real chunks (tags=['original'], top 30 chunks folded)"
+    )
     out.table(
         ["contender", "p50 ms", "p95 ms", "p50/LangChain", "nDCG k=10", "nDCG deep", "originals"],
-        [[s.name, f"{s.p(50):.2f}", f"{s.p(95):.2f}", f"{s.p(50) / peer.p(50):.2f}x",
-          f"{ndcg(s.results, queries):.3f}", deep.get(s.name, "-"), deep.get(f"{s.name}|original", "-")]
-         for s in hybrid]
-        + [["exact vector search (numpy, reference)", "-", "-", "-",
-            f"{ndcg(exact_rankings(corpus, queries, order, K), queries):.3f}", deep["exact"], "-"]],
+        [
+            [
+                s.name,
+                f"{s.p(50):.2f}",
+                f"{s.p(95):.2f}",
+                f"{s.p(50) / peer.p(50):.2f}x",
+                f"{ndcg(s.results, queries):.3f}",
+                deep.get(s.name, "-"),
+                deep.get(f"{s.name}|original", "-"),
+            ]
+            for s in hybrid
+        ]
+        + [
+            [
+                "exact vector search (numpy, reference)",
+                "-",
+                "-",
+                "-",
+                f"{ndcg(exact_rankings(corpus, queries, order, K), queries):.3f}",
+                deep["exact"],
+                "-",
+            ]
+        ],
     )
     ratio = hybrid[0].p(50) / peer.p(50)
     better = ndcg(hybrid[0].results, queries) > ndcg(peer.results, queries)
     target = "met" if ratio <= TARGET_HYBRID_RATIO else "MISSED"
-    out.add(f"django-rag hybrid / LangChain hybrid: p50 {ratio:.2f}x (target <= {TARGET_HYBRID_RATIO:.2f}: "
-            f"{target}), nDCG@10 (k=10) {'better' if better else 'NOT better'}; django-rag hybrid / its "
-            f"vector-only p50 {hybrid[0].p(50) / hybrid[2].p(50):.2f}x")
+    out.add(
+        f"django-rag hybrid / LangChain hybrid: p50 {ratio:.2f}x (target <= {TARGET_HYBRID_RATIO:.2f}: "
+        f"{target}), nDCG@10 (k=10) {'better' if better else 'NOT better'}; django-rag hybrid / its "
+        f"vector-only p50 {hybrid[0].p(50) / hybrid[2].p(50):.2f}x"
+    )
     lc_text_matches(db, texts, order, out)
     explain_hybrid(pipe, kb.pk, texts, qvec, hybrid[0], out)
     postings_read(pipe, kb.pk, texts, order, out)
 
 
-def postings_read(conn: psycopg.Connection[Any], collection_id: int, texts: list[str], order: list[int],
-                  out: Report) -> None:
+def postings_read(
+    conn: psycopg.Connection[Any], collection_id: int, texts: list[str], order: list[int], out: Report
+) -> None:
     """How many postings the BM25 leg reads per query, and the share of common terms in them."""
     n_chunks = conn.execute(
         "SELECT sum(chunks) FROM django_rag_textstats WHERE collection_id = %s", [collection_id]
     ).fetchone()[0]  # type: ignore[index]
     totals, common = [], []
     for i in order:
-        dfs = [float(row[0]) for row in conn.execute(
-            "SELECT sum(df) FROM django_rag_termstats WHERE collection_id = %s AND space = %s "
-            "AND term = ANY(SELECT DISTINCT lexeme FROM unnest(to_tsvector('english'::regconfig, %s))) "
-            "GROUP BY term",
-            [collection_id, SPACE, texts[i]],
-        )]
+        dfs = [
+            float(row[0])
+            for row in conn.execute(
+                "SELECT sum(df) FROM django_rag_termstats WHERE collection_id = %s AND space = %s "
+                "AND term = ANY(SELECT DISTINCT lexeme FROM unnest(to_tsvector('english'::regconfig, %s))) "
+                "GROUP BY term",
+                [collection_id, SPACE, texts[i]],
+            )
+        ]
         totals.append(sum(dfs))
         common.append(sum(df for df in dfs if df > 0.05 * float(n_chunks)))
     share = np.sum(common) / max(np.sum(totals), 1)
-    out.add(f"postings read per query: median {np.median(totals):,.0f} "
-            f"(p95 {np.percentile(totals, 95):,.0f}); {share:.0%} of them belong to terms in more than 5% "
-            "of the chunks (idf < 3)")
+    out.add(
+        f"postings read per query: median {np.median(totals):,.0f} "
+        f"(p95 {np.percentile(totals, 95):,.0f}); {share:.0%} of them belong to terms in more than 5% "
+        "of the chunks (idf < 3)"
+    )
 
 
-def deep_ndcg(kb: Any, corpus: Corpus, queries: Queries, order: list[int], lc: LangChain,
-              lc_hybrid: Callable[..., list[str]]) -> dict[str, str]:
+def deep_ndcg(
+    kb: Any,
+    corpus: Corpus,
+    queries: Queries,
+    order: list[int],
+    lc: LangChain,
+    lc_hybrid: Callable[..., list[str]],
+) -> dict[str, str]:
     """Untimed: nDCG@10 over the first 10 distinct documents of the top ``DEEP`` chunks ("name"), and
     for django-rag's modes also on the original SciFact chunks alone ("name|original": the
     ``original`` tag, so no copies; the first 10 distinct documents of the top 30 chunks)."""
@@ -791,11 +924,18 @@ def deep_ndcg(kb: Any, corpus: Corpus, queries: Queries, order: list[int], lc: L
     return found
 
 
-def explain_hybrid(conn: psycopg.Connection[Any], collection_id: int, texts: list[str],
-                   qvec: list[list[float]], series: Series, out: Report) -> None:
+def explain_hybrid(
+    conn: psycopg.Connection[Any],
+    collection_id: int,
+    texts: list[str],
+    qvec: list[list[float]],
+    series: Series,
+    out: Report,
+) -> None:
     """Where a median hybrid query spends its time: EXPLAIN ANALYZE of django-rag's own statement."""
-    from django_rag.stores.base import QueryScope
-    from django_rag.stores.pgsearch import SearchRequest, build_sql
+    from django_rag.models import Collection
+    from django_rag.stores.base import QueryScope, SearchRequest
+    from django_rag.stores.pgsearch import build_sql
 
     by_query: dict[int, float] = {}
     n = len(series.results)
@@ -803,9 +943,16 @@ def explain_hybrid(conn: psycopg.Connection[Any], collection_id: int, texts: lis
         by_query[j] = seconds
     ranked = sorted(by_query, key=by_query.__getitem__)
     i = list(series.results)[ranked[len(ranked) // 2]]
-    request = SearchRequest(mode="hybrid", collection_id=collection_id, text_config="english", space=SPACE,
-                            k=K, text=texts[i], vector=qvec[i], scope=QueryScope(), candidates=CANDIDATES)
-    sql, params = build_sql(request)
+    request = SearchRequest(
+        mode="hybrid",
+        space=SPACE,
+        k=K,
+        text=texts[i],
+        vector=qvec[i],
+        scope=QueryScope(),
+        candidates=CANDIDATES,
+    )
+    sql, params = build_sql(Collection(pk=collection_id, text_config="english"), request)
     with conn.transaction():
         conn.execute(f"SET LOCAL hnsw.ef_search = {CANDIDATES}")
         conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
@@ -815,8 +962,10 @@ def explain_hybrid(conn: psycopg.Connection[Any], collection_id: int, texts: lis
             "SELECT DISTINCT lexeme FROM unnest(to_tsvector('english'::regconfig, %s)))",
             [collection_id, SPACE, texts[i]],
         ).fetchone()[0]  # type: ignore[index]
-    out.add(f"EXPLAIN ANALYZE of django-rag's hybrid statement for a median query ({texts[i]!r}, "
-            f"{postings} postings of its terms):")
+    out.add(
+        f"EXPLAIN ANALYZE of django-rag's hybrid statement for a median query ({texts[i]!r}, "
+        f"{postings} postings of its terms):"
+    )
     for line in plan:
         node = "actual" in line and ("CTE" in line or "->" in line)
         if node or line.startswith(("Planning", "Execution")):
@@ -863,15 +1012,26 @@ def lc_text_matches(db: Database, texts: list[str], order: list[int], out: Repor
             conn.execute(or_sql, [texts[i]]).fetchall()
             seconds.append(time.perf_counter() - started)
     share = sum(c > 0 for c in counts) / len(counts)
-    out.add(f"LangChain's text leg (ts_rank_cd over plainto_tsquery = AND of all query words) matched "
-            f"any chunk for {share:.0%} of the queries (median {np.median(counts):.0f} matches); "
-            "django-rag's BM25 leg ranks every chunk sharing a word")
-    out.add(f"reference: ts_rank over an OR of the query words on LangChain's table (GIN), top 50: "
-            f"p50 {np.percentile(np.array(seconds) * 1000, 50):.1f} ms over {len(seconds)} queries")
+    out.add(
+        f"LangChain's text leg (ts_rank_cd over plainto_tsquery = AND of all query words) matched "
+        f"any chunk for {share:.0%} of the queries (median {np.median(counts):.0f} matches); "
+        "django-rag's BM25 leg ranks every chunk sharing a word"
+    )
+    out.add(
+        f"reference: ts_rank over an OR of the query words on LangChain's table (GIN), top 50: "
+        f"p50 {np.percentile(np.array(seconds) * 1000, 50):.1f} ms over {len(seconds)} queries"
+    )
 
 
-def filtered_recall(db: Database, kb: Any, corpus: Corpus, qvec: list[list[float]], order: list[int],
-                    pipe: psycopg.Connection[Any], out: Report) -> None:
+def filtered_recall(
+    db: Database,
+    kb: Any,
+    corpus: Corpus,
+    qvec: list[list[float]],
+    order: list[int],
+    pipe: psycopg.Connection[Any],
+    out: Report,
+) -> None:
     """Recall of the tenant-filtered vector search against exact search, as the planner runs it and
     on the HNSW path (the scope btree hidden), with each iterative scan mode."""
     exact_sql = (
@@ -885,9 +1045,10 @@ def filtered_recall(db: Database, kb: Any, corpus: Corpus, qvec: list[list[float
             i: [r[0] for r in conn.execute(exact_sql, [kb.pk, SPACE, SMALL_TENANT, np.array(qvec[i]), K])]
             for i in order
         }
-        exact_plan = [r[0] for r in conn.execute(
-            "EXPLAIN " + exact_sql, [kb.pk, SPACE, SMALL_TENANT, np.array(qvec[0]), K]
-        )]
+        exact_plan = [
+            r[0]
+            for r in conn.execute("EXPLAIN " + exact_sql, [kb.pk, SPACE, SMALL_TENANT, np.array(qvec[0]), K])
+        ]
     if any("rag_hnsw" in line for line in exact_plan):
         raise SystemExit("the exact statement uses the HNSW index")
     rows: list[list[str]] = []
@@ -904,12 +1065,22 @@ def filtered_recall(db: Database, kb: Any, corpus: Corpus, qvec: list[list[float
             recalls.append(len(set(got) & set(exact[i])) / K)
             full += len(got) == K
         ms = np.array(seconds) * 1000
-        rows.append([name, f"{np.mean(recalls):.3f}", f"{np.min(recalls):.2f}", f"{full / len(order):.0%}",
-                     f"{np.mean([len(set(call(i))) for i in order[:50]]):.1f}",
-                     f"{np.percentile(ms, 50):.2f}", f"{np.percentile(ms, 95):.2f}"])
+        rows.append(
+            [
+                name,
+                f"{np.mean(recalls):.3f}",
+                f"{np.min(recalls):.2f}",
+                f"{full / len(order):.0%}",
+                f"{np.mean([len(set(call(i))) for i in order[:50]]):.1f}",
+                f"{np.percentile(ms, 50):.2f}",
+                f"{np.percentile(ms, 95):.2f}",
+            ]
+        )
 
-    measure("kb.search(vec, tenant=..., k=10) as planned",
-            lambda i: [h.chunk.pk for h in kb.search(qvec[i], k=K, tenant=SMALL_TENANT, snippets=False)])
+    measure(
+        "kb.search(vec, tenant=..., k=10) as planned",
+        lambda i: [h.chunk.pk for h in kb.search(qvec[i], k=K, tenant=SMALL_TENANT, snippets=False)],
+    )
     plans.append("as planned: " + vector_leg_scan(pipe, kb.pk, qvec[0], SMALL_TENANT, "relaxed_order"))
     # The HNSW path: in a transaction that is rolled back, without the (collection, space, tenant) btree
     # and with explicit sorts discouraged, so the planner walks the HNSW graph with the tenant as a filter.
@@ -925,26 +1096,33 @@ def filtered_recall(db: Database, kb: Any, corpus: Corpus, qvec: list[list[float
                 forced.execute("SET LOCAL hnsw.ef_search = 40")
                 scan = vector_leg_scan(forced, kb.pk, qvec[0], SMALL_TENANT, None)
                 plans.append(f"HNSW path, {mode}: {scan}")
-                measure(f"same statement on the HNSW path, iterative_scan {mode}",
-                        partial(_forced_ids, forced, kb.pk, qvec, id_at))
+                measure(
+                    f"same statement on the HNSW path, iterative_scan {mode}",
+                    partial(_forced_ids, forced, kb.pk, qvec, id_at),
+                )
     finally:
         forced.close()
     out.add()
-    out.add(f"== filtered recall@{K}, tenant {SMALL_TENANT!r} ({corpus.tenant_rows(SMALL_TENANT)} of "
-            f"{corpus.n} rows), ef_search 40; exact = same filter ordered on the raw column (no index); "
-            f"{machine_line()}")
+    out.add(
+        f"== filtered recall@{K}, tenant {SMALL_TENANT!r} ({corpus.tenant_rows(SMALL_TENANT)} of "
+        f"{corpus.n} rows), ef_search 40; exact = same filter ordered on the raw column (no index); "
+        f"{machine_line()}"
+    )
     out.table(["vector search", "recall@10", "min", "k rows", "mean rows", "p50 ms", "p95 ms"], rows)
     planned = rows[0]
     met = float(planned[1]) >= TARGET_RECALL and planned[3] == "100%"
-    out.add(f"kb.search with the tenant filter: recall@10 {planned[1]}, k rows {planned[3]} "
-            f"(target >= {TARGET_RECALL} and always k rows: {'met' if met else 'MISSED'})")
+    out.add(
+        f"kb.search with the tenant filter: recall@10 {planned[1]}, k rows {planned[3]} "
+        f"(target >= {TARGET_RECALL} and always k rows: {'met' if met else 'MISSED'})"
+    )
     for line in plans:
         out.add(f"  vector leg: {line}")
     out.add(f"  exact: {' | '.join(x.strip() for x in exact_plan if 'Scan' in x)}")
 
 
-def vector_leg_scan(conn: psycopg.Connection[Any], collection_id: int, vector: list[float], tenant: str,
-                    iterative: str | None) -> str:
+def vector_leg_scan(
+    conn: psycopg.Connection[Any], collection_id: int, vector: list[float], tenant: str, iterative: str | None
+) -> str:
     """The chunk-table scan of django-rag's filtered vector statement in EXPLAIN."""
     sql, params = filtered_sql(collection_id, vector, tenant)
     if iterative is None:  # the caller's transaction holds the settings
@@ -954,23 +1132,32 @@ def vector_leg_scan(conn: psycopg.Connection[Any], collection_id: int, vector: l
             conn.execute(f"SET LOCAL hnsw.iterative_scan = {iterative}")
             plan = [r[0] for r in conn.execute("EXPLAIN " + sql, params)]
     scans = [  # the vector leg's scan, not the final join's primary-key lookups
-        line.strip().removeprefix("->  ") for line in plan
+        line.strip().removeprefix("->  ")
+        for line in plan
         if "Scan" in line and "django_rag_chunk" in line and "pkey" not in line
     ]
     return " | ".join(scan.split("  (cost")[0] for scan in scans) or "?"
 
 
 def filtered_sql(collection_id: int, vector: list[float], tenant: str) -> tuple[str, dict[str, Any]]:
-    from django_rag.stores.base import QueryScope
-    from django_rag.stores.pgsearch import SearchRequest, build_sql
+    from django_rag.models import Collection
+    from django_rag.stores.base import QueryScope, SearchRequest
+    from django_rag.stores.pgsearch import build_sql
 
-    request = SearchRequest(mode="vector", collection_id=collection_id, text_config="english", space=SPACE,
-                            k=K, vector=vector, scope=QueryScope(tenant=tenant), snippets=False)
-    return build_sql(request)
+    request = SearchRequest(
+        mode="vector",
+        space=SPACE,
+        k=K,
+        vector=vector,
+        scope=QueryScope(tenant=tenant),
+        snippets=False,
+    )
+    return build_sql(Collection(pk=collection_id, text_config="english"), request)
 
 
-def _forced_ids(conn: psycopg.Connection[Any], collection_id: int, qvec: list[list[float]], id_at: int,
-                i: int) -> list[int]:
+def _forced_ids(
+    conn: psycopg.Connection[Any], collection_id: int, qvec: list[list[float]], id_at: int, i: int
+) -> list[int]:
     sql, params = filtered_sql(collection_id, qvec[i], SMALL_TENANT)
     return [r[id_at] for r in conn.execute(sql, params).fetchall()]
 

@@ -37,6 +37,7 @@ __all__ = [
     "EmbedderError",
     "Hit",
     "IngestResult",
+    "KnowledgeBase",
     "LoaderError",
     "OutboundPolicy",
     "OutboundPolicyError",
@@ -57,21 +58,24 @@ __all__ = [
     "unregister",
 ]
 
+# Names that need Django's app registry (models) or pull in optional packages load on first
+# access (the app-registry boundary), so that settings can import django_rag.database.
 _LAZY = {
     "collection": "django_rag.api",
+    "KnowledgeBase": "django_rag.api",
     "Collection": "django_rag.models",
     "Document": "django_rag.models",
     "Chunk": "django_rag.models",
     "get_embedder": "django_rag.embedders",
-    "load_bytes": "django_rag.loaders",
-    "load_html": "django_rag.loaders",
-    "load_pdf": "django_rag.loaders",
-    "load_text": "django_rag.loaders",
-    "load_web": "django_rag.loaders",
-    "OutboundPolicy": "django_rag.outbound",
-    "guarded_fetch": "django_rag.outbound",
-    "register": "django_rag.media",
-    "unregister": "django_rag.media",
+    "load_bytes": "django_rag.ingest.loaders",
+    "load_html": "django_rag.ingest.loaders",
+    "load_pdf": "django_rag.ingest.loaders",
+    "load_text": "django_rag.ingest.loaders",
+    "load_web": "django_rag.ingest.loaders",
+    "OutboundPolicy": "django_rag.ingest.outbound",
+    "guarded_fetch": "django_rag.ingest.outbound",
+    "register": "django_rag.ingest.registration",
+    "unregister": "django_rag.ingest.registration",
 }
 
 
@@ -80,3 +84,7 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'django_rag' has no attribute {name!r}")
     return getattr(import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

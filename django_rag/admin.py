@@ -14,8 +14,9 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from .media import registrations, schedule_ingest
+from .ingest.registration import registrations
 from .models import Chunk, Collection, Document
+from .tasks import schedule_ingest
 
 __all__ = ["ChunkAdmin", "CollectionAdmin", "DocumentAdmin", "reindex_selected"]
 
@@ -63,7 +64,13 @@ def reindex_selected(modeladmin: admin.ModelAdmin, request: HttpRequest, queryse
 @admin.register(Collection)
 class CollectionAdmin(admin.ModelAdmin):
     list_display = [
-        "name", "embedder", "text_config", "text_search", "chunk_size", "chunk_overlap", "document_count"
+        "name",
+        "embedder",
+        "text_config",
+        "text_search",
+        "chunk_size",
+        "chunk_overlap",
+        "document_count",
     ]
     search_fields = ["name"]
     readonly_fields = ["created_at", "updated_at"]

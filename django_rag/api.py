@@ -1,106 +1,214 @@
-"""``collection()``: the entry point of the Python API."""
+"""``collection()`` and ``KnowledgeBase``: the entry point of the Python API.
+
+``KnowledgeBase`` is a proxy of the ``Collection`` model with the behaviour: ``index``,
+``remove``, ``search`` and ``ask``. It is a ``Collection`` row in every way the ORM cares
+about (``Chunk.objects.filter(collection=kb)`` works), so the models stay plain data and the
+pipelines they call sit above them.
+"""
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal, cast, overload
 
-from django.db import IntegrityError, connections, transaction
-
+from .answer import AnswerStream, ChatBackend, ask
 from .conf import rag_settings
 from .dberrors import translate_db_errors
-from .exceptions import ConfigurationError
+from .ingest.pipeline import DEFAULT_BATCH_SIZE, index_documents
 from .models import Collection
+from .search import RerankOption, search
+from .stores import get_store
+from .types import Answer, Hit, RagDocument, SyncResult
 
-__all__ = ["collection", "refresh_text_index"]
+__all__ = ["KnowledgeBase", "collection"]
 
-logger = logging.getLogger(__name__)
+
+class KnowledgeBase(Collection):
+    """A collection with its operations. Get one with ``django_rag.collection(name)``.
+
+    Every operation runs on the database the row was read from (``collection(..., using=)``),
+    unless it is given ``using=`` itself.
+    """
+
+    class Meta:
+        proxy = True
+        verbose_name = "knowledge base"
+
+    def index(
+        self,
+        docs: Iterable[RagDocument] | RagDocument,
+        *,
+        tags: Sequence[str] = (),
+        tenant: str = "",
+        owner: Any = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        using: str | None = None,
+    ) -> SyncResult:
+        """Sync ``docs`` into this collection, in ``tenant``: each document's stored chunks become
+        exactly its new chunks; unchanged ones are not embedded again. Returns what changed."""
+        return index_documents(
+            self, docs, tags=tags, tenant=tenant, owner=owner, batch_size=batch_size, using=using
+        )
+
+    def remove(
+        self,
+        *,
+        source_id: str | None = None,
+        prefix: str | None = None,
+        tenant: str = "",
+        using: str | None = None,
+    ) -> int:
+        """Delete ``tenant``'s document ``source_id``, or all its documents under ``prefix``.
+
+        A prefix matches whole segments: ``"faq"`` covers ``faq``, ``faq/...`` and ``faq#p2``,
+        never ``faq2``; ``%`` and ``_`` are literal. Other tenants' documents are never touched.
+        Returns the number of documents deleted.
+        """
+        return get_store(using or self.using).delete(self, source_id=source_id, prefix=prefix, tenant=tenant)
+
+    def search(
+        self,
+        query: str | Sequence[float],
+        *,
+        k: int = 8,
+        mode: str = "vector",
+        filters: dict[str, Any] | None = None,
+        tags: Sequence[str] | None = None,
+        tenant: str | None = None,
+        source_prefix: str | None = None,
+        min_score: float | None = None,
+        syntax: str = "plain",
+        candidates: int | None = None,
+        rrf_k: int = 60,
+        weights: tuple[float, float] = (1.0, 1.0),
+        rerank: RerankOption | None = None,
+        mmr: bool = False,
+        mmr_lambda: float = 0.5,
+        snippets: bool = True,
+        using: str | None = None,
+    ) -> list[Hit]:
+        """The ``k`` best chunks for ``query``, best first; see ``django_rag.search.search``."""
+        return search(
+            self,
+            query,
+            k=k,
+            mode=mode,
+            filters=filters,
+            tags=tags,
+            tenant=tenant,
+            source_prefix=source_prefix,
+            min_score=min_score,
+            syntax=syntax,
+            candidates=candidates,
+            rrf_k=rrf_k,
+            weights=weights,
+            rerank=rerank,
+            mmr=mmr,
+            mmr_lambda=mmr_lambda,
+            snippets=snippets,
+            using=using,
+        )
+
+    @overload
+    def ask(
+        self,
+        question: str,
+        *,
+        stream: Literal[False] = ...,
+        k: int = ...,
+        mode: str = ...,
+        filters: dict[str, Any] | None = ...,
+        tags: Sequence[str] | None = ...,
+        tenant: str | None = ...,
+        source_prefix: str | None = ...,
+        min_score: float | None = ...,
+        syntax: str = ...,
+        rerank: RerankOption | None = ...,
+        mmr: bool = ...,
+        chat: ChatBackend | None = ...,
+        system_prompt: str | None = ...,
+        using: str | None = ...,
+    ) -> Answer: ...
+    @overload
+    def ask(
+        self,
+        question: str,
+        *,
+        stream: Literal[True],
+        k: int = ...,
+        mode: str = ...,
+        filters: dict[str, Any] | None = ...,
+        tags: Sequence[str] | None = ...,
+        tenant: str | None = ...,
+        source_prefix: str | None = ...,
+        min_score: float | None = ...,
+        syntax: str = ...,
+        rerank: RerankOption | None = ...,
+        mmr: bool = ...,
+        chat: ChatBackend | None = ...,
+        system_prompt: str | None = ...,
+        using: str | None = ...,
+    ) -> AnswerStream: ...
+    def ask(
+        self,
+        question: str,
+        *,
+        stream: bool = False,
+        k: int = 6,
+        mode: str = "vector",
+        filters: dict[str, Any] | None = None,
+        tags: Sequence[str] | None = None,
+        tenant: str | None = None,
+        source_prefix: str | None = None,
+        min_score: float | None = None,
+        syntax: str = "plain",
+        rerank: RerankOption | None = None,
+        mmr: bool = False,
+        chat: ChatBackend | None = None,
+        system_prompt: str | None = None,
+        using: str | None = None,
+    ) -> Answer | AnswerStream:
+        """Answer ``question`` from this collection with ``[n]`` citations; see ``django_rag.answer.ask``."""
+        return ask(  # type: ignore[call-overload, no-any-return]
+            self,
+            question,
+            stream=stream,
+            k=k,
+            mode=mode,
+            filters=filters,
+            tags=tags,
+            tenant=tenant,
+            source_prefix=source_prefix,
+            min_score=min_score,
+            syntax=syntax,
+            rerank=rerank,
+            mmr=mmr,
+            chat=chat,
+            system_prompt=system_prompt,
+            using=using,
+        )
 
 
 def collection(
-    name: str,
+    name: str | Collection,
     *,
     create: bool = False,
     embedder: str | None = None,
     text_config: str | None = None,
     text_search: bool | None = None,
     using: str | None = None,
-) -> Collection:
-    """The collection ``name``: created on first use when declared in ``RAG["COLLECTIONS"]``.
+) -> KnowledgeBase:
+    """The collection ``name`` (or the row's) in database ``using`` (default ``RAG["DATABASE"]``).
 
-    Settings are the source of truth for declared collections: a changed EMBEDDER, TEXT_CONFIG,
-    TEXT_SEARCH or chunking option is written to the row the next time the collection is used
-    (a text setting also rebuilds the chunks' text index then, see ``refresh_text_index``). An
-    undeclared name must already exist, or be created with ``create=True``.
+    Created on first use when declared in ``RAG["COLLECTIONS"]``; settings are the source of
+    truth for declared collections (see ``CollectionManager.resolve``). An undeclared name must
+    already exist, or be created with ``create=True``.
     """
+    if using is None and isinstance(name, Collection):
+        using = name.using
     using = using or rag_settings.DATABASE
-    declared = rag_settings.collection_options(name)
-    wanted: dict[str, object] = {}
-    if declared is not None:
-        wanted = {
-            "embedder": declared["EMBEDDER"],
-            "text_config": declared["TEXT_CONFIG"],
-            "text_search": declared["TEXT_SEARCH"],
-            "chunk_size": declared["CHUNK_SIZE"],
-            "chunk_overlap": declared["CHUNK_OVERLAP"],
-        }
-    if embedder is not None:
-        wanted["embedder"] = embedder
-    if text_config is not None:
-        wanted["text_config"] = text_config
-    if text_search is not None:
-        wanted["text_search"] = text_search
-    if wanted.get("embedder") is not None and wanted["embedder"] not in rag_settings.EMBEDDERS:
-        raise ConfigurationError(
-            f"collection {name!r} uses embedder {wanted['embedder']!r}, "
-            "which RAG['EMBEDDERS'] does not define "
-            f"(it defines {sorted(rag_settings.EMBEDDERS)})"
-        )
     with translate_db_errors(using):
-        row = Collection.objects.using(using).filter(name=name).first()
-        if row is None:
-            if declared is None and not create:
-                known = sorted(rag_settings.COLLECTIONS)
-                raise ConfigurationError(
-                    f"unknown collection {name!r}: declare it in RAG['COLLECTIONS'] (declared: {known}) "
-                    f"or call collection({name!r}, create=True)"
-                )
-            try:
-                with transaction.atomic(using=using):
-                    return Collection.objects.using(using).create(name=name, **wanted)
-            except IntegrityError:
-                # Another process created it between our read and our insert.
-                row = Collection.objects.using(using).get(name=name)
-        changed = [field for field, value in wanted.items() if getattr(row, field) != value]
-        if changed:
-            with transaction.atomic(using=using):
-                for field in changed:
-                    setattr(row, field, wanted[field])
-                row.save(using=using, update_fields=[*changed, "updated_at"])
-                if {"text_config", "text_search"} & set(changed):
-                    refresh_text_index(row, using=using)
-        return row
-
-
-def refresh_text_index(coll: Collection, *, using: str) -> int:
-    """Rebuild the stored text vectors (and so the BM25 postings) of ``coll`` from its settings.
-
-    Runs when TEXT_CONFIG or TEXT_SEARCH changes, in the transaction that records the change,
-    so text search never mixes two configs. One UPDATE over the collection's chunks, no
-    embedding, but the triggers rewrite every posting: 8-24 s per 10k SciFact chunks measured
-    here. On a large collection run ``manage.py rag_reindex NAME`` right after deploying the
-    change, so that no request pays for it. Returns the number of chunks rewritten.
-    """
-    config = coll.text_config if coll.text_search else None
-    with connections[using].cursor() as cursor:
-        # to_tsvector is strict: a NULL config (text search off) stores NULL and drops the postings.
-        cursor.execute(
-            "UPDATE django_rag_chunk SET search_vector = to_tsvector(%s::regconfig, content) "
-            "WHERE collection_id = %s",
-            [config, coll.pk],
+        kb = KnowledgeBase.objects.db_manager(using).resolve(
+            name, create=create, embedder=embedder, text_config=text_config, text_search=text_search
         )
-        rewritten = cursor.rowcount
-    logger.info(
-        "collection %r: text index of %d chunks rebuilt (TEXT_SEARCH %s, TEXT_CONFIG %r)",
-        coll.name, rewritten, "on" if coll.text_search else "off", coll.text_config,
-    )
-    return rewritten
+    return cast(KnowledgeBase, kb)

@@ -1,5 +1,8 @@
 from django.apps import AppConfig
+from django.db.backends.signals import connection_created
 from django.utils.translation import gettext_lazy as _
+
+from .querysets import apply_session_settings
 
 
 class DjangoRagConfig(AppConfig):
@@ -8,8 +11,9 @@ class DjangoRagConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the system checks)
-        from .media import connect_signals
+        # The app-registry boundary: these modules import models, so they load once the registry is
+        # ready. api defines the KnowledgeBase proxy model; importing checks registers the checks.
+        from . import api, checks, tasks  # noqa: F401
 
-        # Models registered in a models.py are known by now; later ones connect when registered.
-        connect_signals()
+        connection_created.connect(apply_session_settings, dispatch_uid="django_rag.session_settings")
+        tasks.connect_signals()

@@ -1,28 +1,57 @@
 """System checks: misconfiguration is reported here, with a hint, never raised at import.
 
 Checks tagged ``database`` run with ``manage.py check --database default`` and before ``migrate``.
+One id per check:
+
+- E001 contenttypes missing; E002 RAG['DATABASE'] unknown; E003 not PostgreSQL
+- E004 an embedder cannot be built; E005 a collection's embedder is undefined
+- E006 TEXT_SEARCH not a bool; E007 unknown RAG key; E008 unknown collection option
+- E010 database unreachable; E011 no pgvector on the server; E012 extension not installed
+  after migrating; E013 extension missing and this role cannot create it
+- W001 a space has no ANN index; W002 a space too wide to index; W003 a collection holds another
+  space's vectors; W004 routing disagrees with RAG['DATABASE']; W005 an OpenAI backend has no key
+- E100 unknown RAG['MEDIA'] key; E111 a MEDIA content type has no loader
+- E101-E109 a ``register()`` declaration is wrong (see ``_registration_problems``)
 """
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 from typing import Any
 
 from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
-from django.db import DatabaseError, connections
+from django.core.exceptions import FieldDoesNotExist
+from django.db import DatabaseError, connections, router
 
+from .answer.chat import get_chat
+from .conf import DEFAULT_COLLECTION_OPTIONS, DEFAULTS, rag_settings
+from .ddl import IndexSpec, configured_spaces
+from .embedders import get_embedder
 from .exceptions import RagError
+from .ingest.loaders import get_loader
+from .ingest.registration import MEDIA_DEFAULTS, Registration, registrations
+from .models import Chunk
 
-__all__ = ["check_database", "check_settings"]
+__all__ = ["check_database", "check_registrations", "check_settings"]
+
+
+def _unknown(keys: Any, known: Any, where: str, check_id: str) -> list[CheckMessage]:
+    messages: list[CheckMessage] = []
+    for key in sorted(set(keys) - set(known), key=str):
+        close = difflib.get_close_matches(str(key), [str(k) for k in known], n=1)
+        hint = f"Did you mean {close[0]!r}?" if close else f"Known keys: {', '.join(sorted(known))}."
+        messages.append(Error(f"{where} has an unknown key {key!r}", hint=hint, id=check_id))
+    return messages
 
 
 @register()
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    from .conf import rag_settings
-    from .embedders import get_embedder
-
     errors: list[CheckMessage] = []
+    user = getattr(settings, "RAG", None) or {}
+    errors += _unknown(user, DEFAULTS, "RAG", "django_rag.E007")
     if not apps.is_installed("django.contrib.contenttypes"):
         errors.append(
             Error(
@@ -50,12 +79,23 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 id="django_rag.E003",
             )
         )
-    # Only embedders the site declares or uses: the built-in OpenAI "default" may be unused and keyless.
-    declared = set((getattr(settings, "RAG", None) or {}).get("EMBEDDERS", {}))
+    else:
+        routed = router.db_for_read(Chunk)
+        if routed != alias:
+            errors.append(
+                Warning(
+                    f"RAG['DATABASE'] is {alias!r} but the site's routing reads django_rag's models from "
+                    f"{routed!r}, so Chunk.objects... in views queries another database",
+                    hint="Add 'django_rag.routers.RagRouter' to DATABASE_ROUTERS, or use kb.chunks().",
+                    id="django_rag.W004",
+                )
+            )
+    # Only embedders the site declares or uses: the built-in OpenAI "default" may be unused.
+    declared = set(user.get("EMBEDDERS", {}))
     used = {(options or {}).get("EMBEDDER", "default") for options in rag_settings.COLLECTIONS.values()}
     for name in sorted((declared | used) & set(rag_settings.EMBEDDERS)):
         try:
-            get_embedder(name)
+            embedder = get_embedder(name)
         except (RagError, TypeError) as exc:
             errors.append(
                 Error(
@@ -64,21 +104,31 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                     id="django_rag.E004",
                 )
             )
+            continue
+        errors += _missing_key(embedder, f"RAG['EMBEDDERS'][{name!r}]")
+    if "CHAT" in user:
+        # A chat backend that cannot be built is reported when an answer is asked for.
+        with contextlib.suppress(RagError):
+            errors += _missing_key(get_chat(), "RAG['CHAT']")
     for name, options in rag_settings.COLLECTIONS.items():
-        if not isinstance((options or {}).get("TEXT_SEARCH", True), bool):
+        options = options or {}
+        errors += _unknown(
+            options, DEFAULT_COLLECTION_OPTIONS, f"RAG['COLLECTIONS'][{name!r}]", "django_rag.E008"
+        )
+        if not isinstance(options.get("TEXT_SEARCH", True), bool):
             errors.append(
                 Error(
-                    f"collection {name!r}: TEXT_SEARCH must be True or False, "
-                    f"got {(options or {})['TEXT_SEARCH']!r}",
+                    f"collection {name!r}: TEXT_SEARCH must be True or False, got {options['TEXT_SEARCH']!r}",
                     hint="True (default) indexes text for text and hybrid search; False is vector-only.",
                     id="django_rag.E006",
                 )
             )
-        embedder = (options or {}).get("EMBEDDER", "default")
-        if embedder not in rag_settings.EMBEDDERS:
+        embedder_alias = options.get("EMBEDDER", "default")
+        if embedder_alias not in rag_settings.EMBEDDERS:
             errors.append(
                 Error(
-                    f"collection {name!r} uses embedder {embedder!r}, which RAG['EMBEDDERS'] does not define",
+                    f"collection {name!r} uses embedder {embedder_alias!r}, "
+                    "which RAG['EMBEDDERS'] does not define",
                     hint=f"Define it or use one of {sorted(rag_settings.EMBEDDERS)}.",
                     id="django_rag.E005",
                 )
@@ -86,10 +136,16 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     return errors
 
 
+def _missing_key(backend: Any, where: str) -> list[CheckMessage]:
+    message = getattr(backend, "missing_key_message", None)
+    if message is None or getattr(backend, "api_key", True):
+        return []
+    # A warning: `migrate` and `collectstatic` must run on machines that hold no secrets.
+    return [Warning(message, hint=f"Set API_KEY in {where} or OPENAI_API_KEY.", id="django_rag.W005")]
+
+
 @register(Tags.database)
 def check_database(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    from .conf import rag_settings
-
     alias = rag_settings.DATABASE
     if not databases or alias not in databases or alias not in settings.DATABASES:
         return []
@@ -108,17 +164,20 @@ def check_database(app_configs: Any = None, databases: Any = None, **kwargs: Any
         ]
 
 
-def _database_messages(cursor: Any, alias: str) -> list[CheckMessage]:
-    from .conf import rag_settings
-    from .ddl import IndexSpec, configured_spaces
-    from .embedders import get_embedder
+_EXTENSION_STATE = """
+SELECT (SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'),
+       (SELECT count(*) FROM pg_extension WHERE extname = 'vector'),
+       to_regclass('django_rag_chunk') IS NOT NULL,
+       (SELECT rolsuper FROM pg_roles WHERE rolname = current_user),
+       coalesce((SELECT bool_or(trusted) FROM pg_available_extension_versions WHERE name = 'vector'), false),
+       has_database_privilege(current_database(), 'CREATE'),
+       current_user, current_database()
+"""
 
-    cursor.execute(
-        "SELECT (SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'), "
-        "(SELECT count(*) FROM pg_extension WHERE extname = 'vector'), "
-        "to_regclass('django_rag_chunk') IS NOT NULL"
-    )
-    available, installed, migrated = cursor.fetchone()
+
+def _database_messages(cursor: Any, alias: str) -> list[CheckMessage]:
+    cursor.execute(_EXTENSION_STATE)
+    available, installed, migrated, superuser, trusted, can_create, role, database = cursor.fetchone()
     if not available:
         return [
             Error(
@@ -126,6 +185,17 @@ def _database_messages(cursor: Any, alias: str) -> list[CheckMessage]:
                 hint="Install pgvector on the server (e.g. postgresql-NN-pgvector) or unset DATABASE_URL "
                 "to use the embedded PostgreSQL 18 + pgvector.",
                 id="django_rag.E011",
+            )
+        ]
+    if not installed and not superuser and not (trusted and can_create):
+        # Before migrate: its CREATE EXTENSION would fail with a bare "permission denied".
+        return [
+            Error(
+                f"the pgvector extension is not installed in database {database!r} ({alias!r}) and role "
+                f"{role!r} may not create it",
+                hint=f'Ask a superuser to run: psql -d {database} -c "CREATE EXTENSION IF NOT EXISTS vector" '
+                "(once per database), then run `manage.py migrate`.",
+                id="django_rag.E013",
             )
         ]
     if not migrated:
@@ -138,6 +208,38 @@ def _database_messages(cursor: Any, alias: str) -> list[CheckMessage]:
                 id="django_rag.E012",
             )
         ]
+    messages = _space_messages(cursor)
+    try:
+        spaces = configured_spaces()
+    except RagError:
+        return messages
+    cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'django_rag_chunk'")
+    rows = cursor.fetchall()
+    existing = {row[0] for row in rows}
+    definitions = " ".join(row[1] for row in rows)
+    for space, dims in spaces.items():
+        spec = IndexSpec(space, dims)
+        if not spec.indexable:
+            messages.append(
+                Warning(
+                    f"embedding space {space!r} has {dims} dimensions; pgvector indexes at most 4000, so its "
+                    "searches are exact (sequential)",
+                    hint="Use an embedder with DIMENSIONS <= 4000 for ANN search.",
+                    id="django_rag.W002",
+                )
+            )
+        elif spec.name not in existing and f"'{space}'" not in definitions:
+            messages.append(
+                Warning(
+                    f"embedding space {space!r} has no ANN index; vector search scans every chunk",
+                    hint="Run `manage.py rag_migration --app <your_app>` then `manage.py migrate`.",
+                    id="django_rag.W001",
+                )
+            )
+    return messages
+
+
+def _space_messages(cursor: Any) -> list[CheckMessage]:
     messages: list[CheckMessage] = []
     for name, options in rag_settings.COLLECTIONS.items():
         alias_name = (options or {}).get("EMBEDDER", "default")
@@ -165,60 +267,21 @@ def _database_messages(cursor: Any, alias: str) -> list[CheckMessage]:
                     id="django_rag.W003",
                 )
             )
-    try:
-        spaces = configured_spaces()
-    except RagError:
-        return messages
-    cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'django_rag_chunk'")
-    existing = {row[0] for row in cursor.fetchall()}
-    cursor.execute("SELECT indexdef FROM pg_indexes WHERE tablename = 'django_rag_chunk'")
-    definitions = " ".join(row[0] for row in cursor.fetchall())
-    for space, dims in spaces.items():
-        spec = IndexSpec(space, dims)
-        if not spec.indexable:
-            messages.append(
-                Warning(
-                    f"embedding space {space!r} has {dims} dimensions; pgvector indexes at most 4000, so its "
-                    "searches are exact (sequential)",
-                    hint="Use an embedder with DIMENSIONS <= 4000 for ANN search.",
-                    id="django_rag.W002",
-                )
-            )
-        elif spec.name not in existing and f"'{space}'" not in definitions:
-            messages.append(
-                Warning(
-                    f"embedding space {space!r} has no ANN index; vector search scans every chunk",
-                    hint="Run `manage.py rag_migration --app <your_app>` then `manage.py migrate`.",
-                    id="django_rag.W001",
-                )
-            )
     return messages
 
 
 @register()
 def check_registrations(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Bad ``django_rag.register()`` declarations and ``RAG["MEDIA"]`` keys (django_rag.E101...)."""
-    from .conf import rag_settings
-    from .loaders import get_loader
-    from .media import MEDIA_DEFAULTS, registrations
-
-    errors: list[CheckMessage] = []
-    unknown = sorted(set(rag_settings.MEDIA or {}) - set(MEDIA_DEFAULTS))
-    if unknown:
-        errors.append(
-            Error(
-                f"RAG['MEDIA'] has unknown keys {unknown}",
-                hint=f"Use only {sorted(MEDIA_DEFAULTS)}.",
-                id="django_rag.E100",
-            )
-        )
-    for content_type in (rag_settings.MEDIA or {}).get("CONTENT_TYPES") or ():
+    """Bad ``django_rag.register()`` declarations and ``RAG["MEDIA"]`` keys (django_rag.E100...)."""
+    media = rag_settings.MEDIA or {}
+    errors = _unknown(media, MEDIA_DEFAULTS, "RAG['MEDIA']", "django_rag.E100")
+    for content_type in media.get("CONTENT_TYPES") or ():
         if get_loader(content_type) is None:
             errors.append(
                 Error(
                     f"RAG['MEDIA']['CONTENT_TYPES'] has {content_type!r}, which no loader handles",
-                    hint="Remove it, or add one with django_rag.loaders.register_loader().",
-                    id="django_rag.E105",
+                    hint="Remove it, or add one with django_rag.ingest.loaders.register_loader().",
+                    id="django_rag.E111",
                 )
             )
     for registration in registrations():
@@ -234,11 +297,8 @@ def check_registrations(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
     return errors
 
 
-def _registration_problems(registration: Any) -> list[tuple[int, str, str]]:
+def _registration_problems(registration: Registration) -> list[tuple[int, str, str]]:
     """(check number, message, hint) for each mistake in one ``register()`` declaration."""
-    from .conf import rag_settings
-    from .loaders import get_loader
-
     model, name = registration.model, registration.model.__name__
     problems: list[tuple[int, str, str]] = []
     if (registration.file_field is None) == (registration.text is None):
@@ -283,7 +343,7 @@ def _registration_problems(registration: Any) -> list[tuple[int, str, str]]:
         (
             105,
             f"no loader handles content type {content_type!r}",
-            "Remove it, or add one with django_rag.loaders.register_loader().",
+            "Remove it, or add one with django_rag.ingest.loaders.register_loader().",
         )
         for content_type in registration.content_types or ()
         if get_loader(content_type) is None
@@ -305,19 +365,17 @@ def _registration_problems(registration: Any) -> list[tuple[int, str, str]]:
     tags = registration.tags
     if isinstance(tags, str) or not (callable(tags) or all(isinstance(tag, str) for tag in tags)):
         problems.append(
-            (107, "tags must be a list of strings or a callable of the row", "e.g. tags=['manual'].")
+            (108, "tags must be a list of strings or a callable of the row", "e.g. tags=['manual'].")
         )
     metadata = registration.metadata
     if metadata is not None and not (callable(metadata) or isinstance(metadata, dict)):
         problems.append(
-            (107, "metadata must be a dict or a callable of the row", "e.g. metadata={'kind': 'a'}.")
+            (109, "metadata must be a dict or a callable of the row", "e.g. metadata={'kind': 'a'}.")
         )
     return problems
 
 
 def _model_field(model: Any, name: str) -> Any:
-    from django.core.exceptions import FieldDoesNotExist
-
     try:
         return model._meta.get_field(name)
     except FieldDoesNotExist:

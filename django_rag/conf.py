@@ -6,12 +6,13 @@ at import time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 from django.core.signals import setting_changed
 
-__all__ = ["DEFAULTS", "rag_settings"]
+__all__ = ["DEFAULTS", "DEFAULT_COLLECTION_OPTIONS", "on_rag_change", "rag_settings"]
 
 DEFAULT_COLLECTION_OPTIONS: dict[str, Any] = {
     "EMBEDDER": "default",
@@ -30,7 +31,7 @@ DEFAULTS: dict[str, Any] = {
             "DIMENSIONS": 1536,
         },
     },
-    "CHAT": {"BACKEND": "django_rag.answer.OpenAIChat", "MODEL": "gpt-4o-mini"},
+    "CHAT": {"BACKEND": "django_rag.answer.chat.OpenAIChat", "MODEL": "gpt-4o-mini"},
     # alias -> {"BACKEND": dotted path, **options}; see django_rag.rerank. None configured by default.
     "RERANKERS": {},
     # name -> options (see DEFAULT_COLLECTION_OPTIONS); created in the database on first use.
@@ -43,6 +44,11 @@ DEFAULTS: dict[str, Any] = {
     "MEDIA": {},
     # HNSW ef_search for vector queries (pgvector's default is 40); raised to k when k is larger.
     "EF_SEARCH": 40,
+    # pgvector's hnsw/ivfflat.iterative_scan for every PostgreSQL connection the site opens, so
+    # that a filtered ORM query (Chunk.objects.nearest(...).filter(...)) returns its k rows on
+    # every evaluation path, subqueries included. strict_order keeps rows in distance order.
+    # None leaves the server's setting alone (set it per role behind a transaction pooler).
+    "ITERATIVE_SCAN": "strict_order",
 }
 
 
@@ -79,21 +85,23 @@ class RagSettings:
 
     def reload(self) -> None:
         self._merged = None
-        from .chat import _cached_chat
-        from .embedders.base import _cached_embedder
-        from .rerank import _cached_reranker
-
-        _cached_embedder.cache_clear()
-        _cached_chat.cache_clear()
-        _cached_reranker.cache_clear()
 
 
 rag_settings = RagSettings()
 
 
-def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
-    if setting == "RAG":
-        rag_settings.reload()
+def on_rag_change(function: Callable[[], Any]) -> Callable[[], Any]:
+    """Call ``function`` (a cache's ``cache_clear``) whenever ``settings.RAG`` changes.
+
+    Backend modules register their own caches, so this module knows none of them.
+    """
+
+    def receiver(*, setting: str, **kwargs: Any) -> None:
+        if setting == "RAG":
+            function()
+
+    setting_changed.connect(receiver, weak=False)
+    return function
 
 
-setting_changed.connect(_on_setting_changed)
+on_rag_change(rag_settings.reload)

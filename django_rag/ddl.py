@@ -6,15 +6,13 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from .querysets import HALFVEC_MAX_DIMS, VECTOR_MAX_DIMS
+from .conf import DEFAULT_COLLECTION_OPTIONS, rag_settings
+from .embedders import get_embedder
+from .sql import HALFVEC_MAX_DIMS, quote_literal, vector_cast_type
 
-__all__ = ["IndexSpec", "configured_spaces", "quote_literal"]
+__all__ = ["IndexSpec", "configured_spaces"]
 
 TABLE = "django_rag_chunk"
-
-
-def quote_literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 @dataclass(frozen=True)
@@ -34,8 +32,7 @@ class IndexSpec:
 
     @property
     def column_type(self) -> str:
-        kind = "vector" if self.dimensions <= VECTOR_MAX_DIMS else "halfvec"
-        return f"{kind}({self.dimensions})"
+        return vector_cast_type(self.dimensions)
 
     @property
     def with_options(self) -> str:
@@ -67,9 +64,6 @@ def configured_spaces() -> dict[str, int]:
 
     With no collection declared, the ``default`` embedder's space.
     """
-    from .conf import DEFAULT_COLLECTION_OPTIONS, rag_settings
-    from .embedders import get_embedder
-
     aliases = {
         options.get("EMBEDDER", DEFAULT_COLLECTION_OPTIONS["EMBEDDER"])
         for options in rag_settings.COLLECTIONS.values()

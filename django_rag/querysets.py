@@ -1,32 +1,30 @@
-"""``ChunkQuerySet.nearest``: vector search as a lazy, filterable Django QuerySet."""
+"""``ChunkQuerySet.nearest`` and ``.text_search``: vector and BM25 search as lazy, filterable QuerySets."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.contrib.postgres.search import SearchQuery
-from django.db import connections, models, transaction
+from django.db import connections, models
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 from pgvector import Vector
 from pgvector.django import CosineDistance, HalfVectorField, VectorField
 
 from .conf import rag_settings
+from .embedders import Embedder, get_embedder
 from .exceptions import ConfigurationError, QueryError
+from .sql import HALFVEC_MAX_DIMS, VECTOR_MAX_DIMS, bm25_expression, bm25_factors
+from .validation import check_k, check_query_text, check_query_vector, check_text_search
 
 if TYPE_CHECKING:
-    from .embedders.base import Embedder
     from .models import Collection
 
-__all__ = ["MAX_K", "MAX_QUERY_CHARS", "ChunkQuerySet", "vector_cast_field"]
+__all__ = ["ChunkQuerySet", "apply_session_settings", "vector_cast_field"]
 
-MAX_K = 1000
-MAX_QUERY_CHARS = 20_000
-VECTOR_MAX_DIMS = 2000  # pgvector's HNSW/IVFFlat limit for vector
-HALFVEC_MAX_DIMS = 4000  # ... and for halfvec
-
+SYNTAXES = ("plain", "phrase", "websearch")
 
 _TERM_STATS = """
 WITH terms AS (SELECT DISTINCT u.lexeme AS term FROM unnest(to_tsvector(%s::regconfig, %s)) AS u),
@@ -42,100 +40,71 @@ FROM terms AS t CROSS JOIN stats AS s(n, avgdl)
 """
 
 
-def vector_cast_field(dimensions: int) -> models.Field:
+def vector_cast_field(dimensions: int) -> models.Field[Any, Any]:
     """The typed column an ANN index for this width uses (see ``rag_migration``)."""
     if dimensions <= VECTOR_MAX_DIMS:
         return VectorField(dimensions=dimensions)
     return HalfVectorField(dimensions=dimensions) if dimensions <= HALFVEC_MAX_DIMS else VectorField()
 
 
-def check_k(k: int) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise QueryError(f"k must be an integer between 1 and {MAX_K}, got {k!r}")
-    return k
+def apply_session_settings(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
+    """``connection_created`` receiver: pgvector's iterative scan and ef_search for the session.
 
-
-def check_query_text(query: str) -> str:
-    if not isinstance(query, str):
-        raise QueryError(f"the search query must be a string, got {type(query).__name__}")
-    # PostgreSQL text cannot hold NUL; it carries no meaning in a query anyway.
-    query = query.replace("\x00", "")
-    if not query.strip():
-        raise QueryError("the search query is empty")
-    if len(query) > MAX_QUERY_CHARS:
-        raise QueryError(f"the search query is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}")
-    return query
-
-
-FLOAT4_MAX = 3.4028234663852886e38
-
-
-def check_query_vector(query: Iterable[Any]) -> list[float]:
-    """A caller's query vector as floats; a QueryError if cosine search cannot use it."""
-    try:
-        vector = list(map(float, query))
-    except (TypeError, ValueError) as exc:
-        raise QueryError(f"a query vector must be a sequence of numbers ({exc})") from None
-    if not vector:
-        raise QueryError("the query vector is empty")
-    # One sum finds NaN and infinities (they make it non-finite), and any() stops at the first
-    # non-zero component: pgvector refuses the former, and a zero vector has no cosine.
-    if not math.isfinite(sum(vector)):
-        raise QueryError("the query vector holds NaN or infinite values")
-    if max(vector) > FLOAT4_MAX or min(vector) < -FLOAT4_MAX:
-        raise QueryError("the query vector has components beyond float4, pgvector's component type")
-    if not any(vector):
-        raise QueryError("the query vector is all zeros: it has no direction to compare by cosine")
-    return vector
-
-
-def check_text_search(collection: Collection, mode: str = "text") -> None:
-    """Text and hybrid search need the collection's text index (TEXT_SEARCH, on by default)."""
-    if not collection.text_search:
-        raise QueryError(
-            f"collection {collection.name!r} has TEXT_SEARCH off, so {mode} search has no text index to use; "
-            "search with mode='vector', or set RAG['COLLECTIONS'][...]['TEXT_SEARCH'] = True "
-            "(the stored chunks are indexed when the collection is next used)"
+    An HNSW scan under a filter returns fewer than k rows unless iterative scan is on. Set per
+    session, it holds for every way a ``nearest()`` QuerySet is evaluated (iteration,
+    ``.iterator()``'s server-side cursor, ``count()``, ``exists()``, ``values()``, ``aggregate()``,
+    a subquery of another QuerySet), which no per-query hook reaches. ``strict_order`` keeps the
+    rows in distance order, so no path needs to re-sort them. The store's own statements set
+    their values per transaction (``SET LOCAL``), which wins over these.
+    """
+    scan = rag_settings.ITERATIVE_SCAN
+    if connection.vendor != "postgresql" or not scan:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('hnsw.iterative_scan', %s, false), "
+            "set_config('ivfflat.iterative_scan', %s, false), set_config('hnsw.ef_search', %s, false)",
+            [scan, scan, str(rag_settings.EF_SEARCH)],
         )
 
 
-class ChunkQuerySet(models.QuerySet):
-    """Chunks, with ``nearest()`` for vector search.
+class ChunkQuerySet(models.QuerySet["Chunk"]):
+    """Chunks, with ``nearest()`` for vector search and ``text_search()`` for BM25.
 
-    ``nearest`` returns the k closest chunks as a lazy QuerySet annotated with ``distance``
-    (cosine) and ``score`` (1 - distance). Filters added afterwards are applied *before* the
-    top-k cut, so a view can narrow the search the same way it narrows any QuerySet::
+    Both return the k best chunks as a lazy QuerySet annotated with ``distance`` and ``score``
+    (cosine) or ``text_score`` (BM25). Filters added afterwards are applied *before* the top-k
+    cut, so a view can narrow the search the same way it narrows any QuerySet::
 
         Chunk.objects.filter(tenant="acme").nearest("backups", k=5).filter(tags__overlap=["faq"])
     """
 
     _rag_collection: Collection | None = None
     _rag_limit: tuple[int, int | None] | None = None
-    _rag_ef_search: int | None = None
 
     def _clone(self) -> ChunkQuerySet:
-        clone = super()._clone()
+        # The QuerySet subclass hook for state of its own: Django clones on every chained call.
+        clone: ChunkQuerySet = super()._clone()  # type: ignore[misc]
         clone._rag_collection = self._rag_collection
         clone._rag_limit = self._rag_limit
-        clone._rag_ef_search = self._rag_ef_search
         return clone
 
-    def _fetch_all(self) -> None:
-        if self._result_cache is not None or self._rag_ef_search is None:
-            return super()._fetch_all()
-        # An HNSW scan with a filter returns fewer than k rows unless iterative scan is on, and
-        # ef_search must reach k. SET LOCAL needs a transaction: ours, or the caller's.
-        with transaction.atomic(using=self.db), connections[self.db].cursor() as cursor:
-            cursor.execute(
-                "SELECT set_config('hnsw.ef_search', %s, true), "
-                "set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-                "set_config('ivfflat.iterative_scan', 'relaxed_order', true)",
-                [str(self._rag_ef_search)],
-            )
-            super()._fetch_all()
-        if self._result_cache and all(hasattr(row, "distance") for row in self._result_cache):
-            # relaxed_order may return neighbours slightly out of order.
-            self._result_cache.sort(key=lambda row: row.distance)
+    def filter(self, *args: Any, **kwargs: Any) -> ChunkQuerySet:
+        return self._inside_cut("filter", args, kwargs)
+
+    def exclude(self, *args: Any, **kwargs: Any) -> ChunkQuerySet:
+        return self._inside_cut("exclude", args, kwargs)
+
+    def _inside_cut(self, method: str, args: Any, kwargs: Any) -> ChunkQuerySet:
+        limits = (self.query.low_mark, self.query.high_mark)
+        if (args or kwargs) and self._rag_limit is not None and self._rag_limit == limits:
+            # The top-k cut is ours, not the caller's: filter inside it, then cut again.
+            clone = self._chain()
+            clone.query.clear_limits()
+            clone = getattr(super(ChunkQuerySet, clone), method)(*args, **kwargs)
+            clone.query.set_limits(*limits)
+            return clone
+        result: ChunkQuerySet = getattr(super(), method)(*args, **kwargs)
+        return result
 
     def for_collection(self, collection: Collection) -> ChunkQuerySet:
         """Remember which collection's embedder ``nearest("text")`` should use."""
@@ -183,7 +152,6 @@ class ChunkQuerySet(models.QuerySet):
             .order_by("distance")
         )[:k]
         qs._rag_limit = (qs.query.low_mark, qs.query.high_mark)
-        qs._rag_ef_search = max(rag_settings.EF_SEARCH, k)
         return qs
 
     def text_search(
@@ -195,14 +163,14 @@ class ChunkQuerySet(models.QuerySet):
         cut. Scores equal ``kb.search(mode="text")``'s; that path is faster on large
         collections (it reads postings by term instead of per candidate chunk).
         """
-        from .stores.pgsearch import bm25_expression, bm25_factors
-
         check_k(k)
+        if syntax not in SYNTAXES:
+            raise QueryError(f"unknown query syntax {syntax!r}; use plain, phrase or websearch")
         coll = self._resolve_collection(collection)
         check_text_search(coll)
         text = check_query_text(query)
+        space = coll.space
         with connections[self.db].cursor() as cursor:
-            space = coll.space
             cursor.execute(_TERM_STATS, [coll.text_config, text, coll.pk, space, coll.pk, space])
             rows = cursor.fetchall()
         terms = [term for term, *_ in rows]
@@ -223,10 +191,8 @@ class ChunkQuerySet(models.QuerySet):
             [coll.pk, space, terms],
         )
         qs = self.filter(collection=coll, space=space, id__in=matching)
-        if syntax in ("phrase", "websearch"):
+        if syntax != "plain":
             qs = qs.filter(search_vector=SearchQuery(text, config=coll.text_config, search_type=syntax))
-        elif syntax != "plain":
-            raise QueryError(f"unknown query syntax {syntax!r}; use plain, phrase or websearch")
         qs = (
             qs.defer("embedding", "search_vector")
             .annotate(text_score=score)
@@ -235,23 +201,9 @@ class ChunkQuerySet(models.QuerySet):
         qs._rag_limit = (qs.query.low_mark, qs.query.high_mark)
         return qs
 
-    def _filter_or_exclude(self, negate: bool, args: Any, kwargs: Any) -> ChunkQuerySet:
-        if (
-            (args or kwargs)
-            and self._rag_limit is not None
-            and self._rag_limit == (self.query.low_mark, self.query.high_mark)
-        ):
-            # The top-k cut is ours, not the caller's: filter inside it, then cut again.
-            clone = self._chain()
-            clone.query.clear_limits()
-            clone = super(ChunkQuerySet, clone)._filter_or_exclude(negate, args, kwargs)
-            clone.query.set_limits(*self._rag_limit)
-            return clone
-        return super()._filter_or_exclude(negate, args, kwargs)
-
     def _resolve_collection(self, collection: Collection | str | None) -> Collection:
         if isinstance(collection, str):
-            return _get_collection(collection)
+            return self._named_collection(collection)
         if collection is not None:
             return collection
         if self._rag_collection is not None:
@@ -263,17 +215,13 @@ class ChunkQuerySet(models.QuerySet):
     def _resolve_embedder(
         self, collection: Collection | str | None, embedder: Embedder | str | None
     ) -> Embedder:
-        from .embedders import get_embedder
-
         if embedder is not None:
             return get_embedder(embedder) if isinstance(embedder, str) else embedder
         if isinstance(collection, str):
-            collection = _get_collection(collection)
+            collection = self._named_collection(collection)
         collection = collection or self._rag_collection
         if collection is not None:
             return collection.get_embedder()
-        from .conf import rag_settings
-
         aliases = {opts.get("EMBEDDER", "default") for opts in rag_settings.COLLECTIONS.values()} or {
             "default"
         }
@@ -284,8 +232,8 @@ class ChunkQuerySet(models.QuerySet):
             "kb.chunks().nearest(...) so the query is embedded in the right space"
         )
 
-
-def _get_collection(name: str) -> Collection:
-    from .api import collection
-
-    return collection(name)
+    def _named_collection(self, name: str) -> Collection:
+        # The collection of this QuerySet's own database, as Chunk's foreign key describes it.
+        collection_model: Any = self.model._meta.get_field("collection").related_model
+        found: Collection = collection_model.objects.db_manager(self.db).resolve(name)
+        return found

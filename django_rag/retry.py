@@ -11,7 +11,7 @@ import email.utils
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -22,6 +22,7 @@ __all__ = [
     "RetryPolicy",
     "TransientFailure",
     "call_openai",
+    "is_transient",
     "is_transient_status",
     "openai_error_message",
     "retry_after_seconds",
@@ -169,3 +170,50 @@ def retry_after_seconds(headers: Mapping[str, Any]) -> float | None:
         except (TypeError, ValueError):
             return None
     return None
+
+
+# Exceptions worth retrying, by class name so that optional packages (openai, botocore) need not
+# be importable here: connections and timeouts, and database errors such as a dropped connection.
+_TRANSIENT_NAMES = frozenset(
+    {
+        "APIConnectionError",
+        "APITimeoutError",
+        "ConnectionError",
+        "ConnectTimeoutError",
+        "EndpointConnectionError",
+        "InterfaceError",
+        "OperationalError",
+        "ReadTimeoutError",
+        "Timeout",
+        "TransientFailure",
+    }
+)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True when ``exc`` or its cause is worth retrying later (429/5xx, timeouts, lost connections)."""
+    for error in _chain(exc):
+        if isinstance(error, ConnectionError | TimeoutError):
+            return True
+        if any(cls.__name__ in _TRANSIENT_NAMES for cls in type(error).__mro__):
+            return True
+        status = getattr(error, "status_code", None)
+        if status is None:  # botocore's ClientError keeps it in its response
+            response = getattr(error, "response", None)
+            status = (
+                response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+                if isinstance(response, dict)
+                else None
+            )
+        if isinstance(status, int) and is_transient_status(status):
+            return True
+    return False
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__

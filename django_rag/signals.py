@@ -1,4 +1,4 @@
-"""Signals sent by automatic ingestion (``django_rag.media``).
+"""Signals sent by automatic ingestion (``django_rag.ingest.rows``).
 
 Every signal's ``sender`` is the registered model class. Receivers run with ``send_robust``:
 an exception in a receiver is logged and never fails the ingestion that sent it.

@@ -11,7 +11,22 @@ from django.utils.safestring import SafeString
 if TYPE_CHECKING:
     from .models import Chunk, Document
 
-__all__ = ["Answer", "ChunkData", "Hit", "IngestResult", "RagDocument", "SyncResult"]
+__all__ = [
+    "EMPTY_TEXT",
+    "TOO_LARGE",
+    "UNSUPPORTED_TYPE",
+    "Answer",
+    "ChunkData",
+    "Hit",
+    "IngestResult",
+    "RagDocument",
+    "SyncResult",
+]
+
+# Why a source was skipped (``IngestResult.reason``, ``Document.status_reason``).
+UNSUPPORTED_TYPE = "unsupported-type"
+TOO_LARGE = "too-large"
+EMPTY_TEXT = "empty-text"
 
 
 @dataclass

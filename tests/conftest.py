@@ -14,7 +14,7 @@ def _fresh_store_cache():
     _cached_store.cache_clear()
 
 
-# --- Automatic ingestion (django_rag.media) ------------------------------------------------------
+# --- Automatic ingestion (django_rag.ingest.rows, django_rag.tasks) ---------------------------------
 
 _measurements: list[str] = []
 
@@ -63,15 +63,15 @@ def registry():
     """Lets a test re-register models; every registration is restored afterwards."""
     from dataclasses import fields
 
-    from django_rag import media
+    from django_rag.ingest import registration as registry_module
 
-    saved = media.registrations()
-    yield media
-    for registration in media.registrations():
-        media.unregister(registration.model)
+    saved = registry_module.registrations()
+    yield registry_module
+    for registration in registry_module.registrations():
+        registry_module.unregister(registration.model)
     for registration in saved:
         options = {f.name: getattr(registration, f.name) for f in fields(registration) if f.name != "model"}
-        media.register(registration.model, **options)
+        registry_module.register(registration.model, **options)
 
 
 @pytest.fixture

@@ -7,10 +7,9 @@ from django.db import connection
 
 import django_rag as rag
 from django_rag.ddl import IndexSpec
-from django_rag.stores.adapters import register_packed_vectors
-from django_rag.stores.base import QueryScope
-from django_rag.stores.pgsearch import SearchRequest, build_sql
-from django_rag.stores.pgvector import _raw_connection, _vector_type
+from django_rag.stores.adapters import raw_connection, register_packed_vectors, vector_type
+from django_rag.stores.base import QueryScope, SearchRequest
+from django_rag.stores.pgsearch import build_sql
 
 
 def build_space_index(kb: rag.Collection, *, analyze: str = "") -> str:
@@ -29,20 +28,19 @@ def build_space_index(kb: rag.Collection, *, analyze: str = "") -> str:
 def explain(kb: rag.Collection, mode: str = "hybrid", generic: bool = False, **scope: object) -> str:
     """The plan of ``kb``'s search statement for "subject 7"; ``generic``: the plan a prepared one runs."""
     sql, params = build_sql(
+        kb,
         SearchRequest(
             mode=mode,
-            collection_id=kb.pk,
-            text_config="english",
             space=kb.space,
             k=10,
             text="subject 7",
             vector=kb.get_embedder().embed_query("subject 7"),
             scope=QueryScope(**scope),
-        )
+        ),
     )
-    raw = _raw_connection("default")
+    raw = raw_connection("default")
     with psycopg.Cursor(raw) as cur:
-        register_packed_vectors(cur, _vector_type(raw))
+        register_packed_vectors(cur, vector_type(raw))
         if generic:
             # What a prepared statement runs after psycopg's prepare_threshold: a generic plan.
             cur.execute("SET LOCAL plan_cache_mode = force_generic_plan")

@@ -10,8 +10,8 @@ import pytest
 from django.test import override_settings
 
 import django_rag as rag
-from django_rag.answer import NOT_ENOUGH_INFORMATION, AnswerStream, ask, ask_stream, cited_numbers, prepare
-from django_rag.chat import OpenAIChat, get_chat
+from django_rag.answer import NOT_ENOUGH_INFORMATION, AnswerStream, ask, cited_numbers, prepare
+from django_rag.answer.chat import OpenAIChat, get_chat
 from django_rag.testing import OpenAICompatibleServer
 
 pytestmark = pytest.mark.django_db
@@ -183,7 +183,7 @@ def test_stream_deltas_join_to_the_same_text_and_citations(
 def test_stream_reports_usage_at_the_end(
     kb: rag.Collection, server: OpenAICompatibleServer, chat: OpenAIChat
 ) -> None:
-    stream = ask_stream(kb, QUESTION, chat=chat)
+    stream = ask(kb, QUESTION, chat=chat, stream=True)
 
     answer = stream.answer  # drains the stream
 
@@ -196,7 +196,7 @@ def test_stream_reports_usage_at_the_end(
 def test_stream_sends_nothing_until_iterated(
     kb: rag.Collection, server: OpenAICompatibleServer, chat: OpenAIChat
 ) -> None:
-    stream = ask_stream(kb, QUESTION, chat=chat)
+    stream = ask(kb, QUESTION, chat=chat, stream=True)
 
     assert stream.sources and len(server.requests) == 0
     assert next(iter(stream))
@@ -206,7 +206,7 @@ def test_stream_sends_nothing_until_iterated(
 def test_stream_without_hits_yields_the_not_enough_message_without_a_call(
     kb: rag.Collection, server: OpenAICompatibleServer, chat: OpenAIChat
 ) -> None:
-    stream = ask_stream(kb, QUESTION, min_score=0.99, chat=chat)
+    stream = ask(kb, QUESTION, min_score=0.99, chat=chat, stream=True)
 
     assert list(stream) == [str(NOT_ENOUGH_INFORMATION)]
     assert stream.answer.citations == []
@@ -239,7 +239,7 @@ def test_a_streamed_answer_retries_a_rate_limit_before_the_first_delta(
 ) -> None:
     server.fail_next(2, status=503)
 
-    assert ask_stream(kb, QUESTION, chat=chat).answer.citations
+    assert ask(kb, QUESTION, chat=chat, stream=True).answer.citations
     assert len(server.requests) == 3
 
 
@@ -285,7 +285,11 @@ def test_a_custom_system_prompt_replaces_the_rules(
 
 
 def test_the_chat_backend_comes_from_settings(kb: rag.Collection, server: OpenAICompatibleServer) -> None:
-    chat_settings = {"BACKEND": "django_rag.answer.OpenAIChat", "MODEL": "tiny", "BASE_URL": server.base_url}
+    chat_settings = {
+        "BACKEND": "django_rag.answer.chat.OpenAIChat",
+        "MODEL": "tiny",
+        "BASE_URL": server.base_url,
+    }
     with override_settings(RAG={**_rag_settings(), "CHAT": {**chat_settings, "API_KEY": "k"}}):
         assert isinstance(get_chat(), OpenAIChat)
 
@@ -296,7 +300,7 @@ def test_the_chat_backend_comes_from_settings(kb: rag.Collection, server: OpenAI
 
 
 def test_unknown_chat_options_are_a_configuration_error() -> None:
-    bad = {**_rag_settings(), "CHAT": {"BACKEND": "django_rag.answer.OpenAIChat", "X": 1}}
+    bad = {**_rag_settings(), "CHAT": {"BACKEND": "django_rag.answer.chat.OpenAIChat", "X": 1}}
 
     with (
         override_settings(RAG=bad),

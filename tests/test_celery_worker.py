@@ -15,8 +15,8 @@ from django.db.models import Count
 from django.utils import timezone
 
 import django_rag as rag
-from django_rag.chunking import chunk_document
-from django_rag.media import document_for
+from django_rag.ingest.chunking import chunk_document
+from django_rag.ingest.rows import document_for
 from django_rag.models import Chunk, Document
 from django_rag.testing import OpenAICompatibleServer
 from tests.mediaapp.models import Note, Upload

@@ -56,10 +56,26 @@ def test_both_write_paths_store_every_column_exactly(text_search: bool) -> None:
                 (info.tenant, info.tags, "hashing:64", kb.pk)
             ] * len(expected)
             for row, want in zip(stored, expected, strict=True):
-                got = (row.index, row.content, row.content_hash, row.token_count, row.page, row.char_start,
-                       row.char_end, row.metadata)
-                assert got == (want.index, want.content, want.content_hash, want.token_count, want.page,
-                               want.char_start, want.char_end, want.metadata)
+                got = (
+                    row.index,
+                    row.content,
+                    row.content_hash,
+                    row.token_count,
+                    row.page,
+                    row.char_start,
+                    row.char_end,
+                    row.metadata,
+                )
+                assert got == (
+                    want.index,
+                    want.content,
+                    want.content_hash,
+                    want.token_count,
+                    want.page,
+                    want.char_start,
+                    want.char_end,
+                    want.metadata,
+                )
                 # float4 in the database: equal to the float32 rounding of what went in.
                 assert list(row.embedding) == pytest.approx(want.embedding, abs=1e-6)
                 assert (row.search_vector is not None) is text_search

@@ -8,14 +8,14 @@ from itertools import pairwise
 
 import pytest
 
-from django_rag.chunking import (
+from django_rag.exceptions import ConfigurationError
+from django_rag.ingest.chunking import (
     Chunker,
     chunk_document,
     default_token_counter,
     estimate_tokens,
     split_text,
 )
-from django_rag.exceptions import ConfigurationError
 from django_rag.types import RagDocument
 
 
@@ -62,7 +62,7 @@ def test_consecutive_chunks_share_an_overlap_of_whole_sentences():
     chunks = split_text(ARTICLE, chunk_size=30, chunk_overlap=8, token_counter=words)
     for previous, chunk in pairwise(chunks):
         assert chunk.char_start < previous.char_end
-        shared = ARTICLE[chunk.char_start:previous.char_end]
+        shared = ARTICLE[chunk.char_start : previous.char_end]
         assert 0 < words(shared) <= 8
         assert shared.startswith("Sentence") and shared.rstrip().endswith(".")
 
@@ -82,7 +82,7 @@ def test_zero_overlap_gives_disjoint_chunks():
 def test_offsets_slice_the_original_text_exactly():
     text = "  Intro line\n\n" + ARTICLE + "\fsecond page\n\n\n  " + "x" * 500 + "  \n"
     for chunk in split_text(text, chunk_size=25, chunk_overlap=5):
-        assert text[chunk.char_start:chunk.char_end] == chunk.content
+        assert text[chunk.char_start : chunk.char_end] == chunk.content
         assert chunk.content == chunk.content.strip() != ""
 
 
@@ -90,7 +90,7 @@ def test_chunks_cover_every_non_blank_character():
     text = ARTICLE + "\f" + "word " * 300
     covered = [False] * len(text)
     for chunk in split_text(text, chunk_size=20, chunk_overlap=4):
-        covered[chunk.char_start:chunk.char_end] = [True] * (chunk.char_end - chunk.char_start)
+        covered[chunk.char_start : chunk.char_end] = [True] * (chunk.char_end - chunk.char_start)
     assert all(covered[i] for i, char in enumerate(text) if not char.isspace())
 
 
@@ -127,7 +127,9 @@ def test_hard_split_never_makes_empty_progress_with_a_greedy_counter():
 def test_pages_are_numbered_by_form_feeds():
     text = "page one\fpage two\f\fpage four"
     assert [(c.content, c.page) for c in split_text(text)] == [
-        ("page one", 1), ("page two", 2), ("page four", 4),
+        ("page one", 1),
+        ("page two", 2),
+        ("page four", 4),
     ]
 
 

@@ -15,7 +15,7 @@ from django.test import override_settings
 
 import django_rag as rag
 from django_rag.answer import NOT_ENOUGH_INFORMATION
-from django_rag.retrieval import MODES
+from django_rag.search import MODES
 from django_rag.testing import OpenAICompatibleServer
 
 pytestmark = pytest.mark.django_db
@@ -48,7 +48,11 @@ def kb() -> rag.Collection:
 @pytest.fixture
 def server() -> Iterator[OpenAICompatibleServer]:
     with OpenAICompatibleServer(dimensions=64) as running:
-        chat = {"BACKEND": "django_rag.answer.OpenAIChat", "BASE_URL": running.base_url, "API_KEY": "test"}
+        chat = {
+            "BACKEND": "django_rag.answer.chat.OpenAIChat",
+            "BASE_URL": running.base_url,
+            "API_KEY": "test",
+        }
         with override_settings(RAG={**settings.RAG, "CHAT": {**chat, "MAX_RETRIES": 0}}):
             yield running
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from django_rag.exceptions import ConfigurationError, LoaderError, OutboundPolicyError
-from django_rag.loaders import (
+from django_rag.ingest.loaders import (
     get_loader,
     guess_content_type,
     load_bytes,
@@ -26,7 +26,7 @@ from django_rag.loaders import (
     load_web,
     register_loader,
 )
-from django_rag.outbound import OutboundPolicy
+from django_rag.ingest.outbound import OutboundPolicy
 from django_rag.types import RagDocument
 from tests.test_outbound import FakeDNS, LoopbackServer, redirect, reply
 
@@ -383,9 +383,9 @@ def test_load_bytes_refuses_an_unsupported_content_type() -> None:
 
 
 def test_register_loader_adds_a_content_type(monkeypatch: pytest.MonkeyPatch) -> None:
-    from django_rag import loaders
+    from django_rag.ingest.loaders import registry
 
-    monkeypatch.setattr(loaders, "_REGISTRY", dict(loaders._REGISTRY))
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
 
     def load_csv(data: bytes, *, source_id: str, **options: Any) -> list[RagDocument]:
         return [RagDocument(source_id, data.decode().replace(",", " "))]

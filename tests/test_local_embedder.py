@@ -13,11 +13,11 @@ import types
 import numpy as np
 import pytest
 
-from django_rag.chunking import split_text
 from django_rag.embedders import local
 from django_rag.embedders.base import load_embedder
 from django_rag.embedders.local import LocalEmbedder
 from django_rag.exceptions import ConfigurationError
+from django_rag.ingest.chunking import split_text
 
 PASSWORD_QUESTION = "How do I reset my password?"
 
@@ -48,8 +48,16 @@ def test_embedding_is_deterministic(embedder):
 
 def test_batched_vectors_equal_one_by_one_vectors():
     embedder = LocalEmbedder(batch_size=3)
-    texts = ["short", "x " * 300, "A medium sentence about Django and pgvector.", "", "word " * 40,
-             "Another one.", "Ünïcödé and 日本語 text.", "The end."]
+    texts = [
+        "short",
+        "x " * 300,
+        "A medium sentence about Django and pgvector.",
+        "",
+        "word " * 40,
+        "Another one.",
+        "Ünïcödé and 日本語 text.",
+        "The end.",
+    ]
     batched = np.array(embedder.embed_documents(texts))
     single = np.array([embedder.embed_documents([text])[0] for text in texts])
     assert np.abs(batched - single).max() < 1e-5
@@ -71,16 +79,18 @@ def test_query_prefix_is_applied_to_queries_only(embedder):
 
 def test_document_prefix_is_applied_to_documents_only(embedder):
     prefixed = LocalEmbedder(document_prefix="passage: ")
-    assert np.allclose(prefixed.embed_documents(["cats"])[0], embedder.embed_documents(["passage: cats"])[0],
-                       atol=1e-6)
+    assert np.allclose(
+        prefixed.embed_documents(["cats"])[0], embedder.embed_documents(["passage: cats"])[0], atol=1e-6
+    )
     assert np.allclose(prefixed.embed_query("cats"), embedder.embed_query("cats"), atol=1e-6)
 
 
 def test_texts_past_max_length_are_truncated():
     embedder = LocalEmbedder(max_length=16)
     head = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen"
-    assert np.allclose(embedder.embed_query(head), embedder.embed_query(head + " and much more text"),
-                       atol=1e-6)
+    assert np.allclose(
+        embedder.embed_query(head), embedder.embed_query(head + " and much more text"), atol=1e-6
+    )
 
 
 def test_normalize_off_returns_raw_mean_pooled_vectors():
@@ -95,10 +105,13 @@ def test_count_tokens_counts_the_positions_the_model_sees(embedder):
 
 
 def test_chunks_counted_with_the_model_tokenizer_fit_its_max_length(embedder):
-    text = "\n\n".join(f"Paragraph {i}: pgvector's HNSW index, e.g. vector_cosine_ops, speeds up k-NN search."
-                       for i in range(60))
-    chunks = split_text(text, chunk_size=embedder.max_length, chunk_overlap=16,
-                        token_counter=embedder.count_tokens)
+    text = "\n\n".join(
+        f"Paragraph {i}: pgvector's HNSW index, e.g. vector_cosine_ops, speeds up k-NN search."
+        for i in range(60)
+    )
+    chunks = split_text(
+        text, chunk_size=embedder.max_length, chunk_overlap=16, token_counter=embedder.count_tokens
+    )
     assert len(chunks) > 1
     assert all(embedder.count_tokens(c.content) <= embedder.max_length for c in chunks)
 
@@ -122,8 +135,14 @@ def test_first_use_from_many_threads_loads_once():
 
 
 def test_built_from_a_settings_dict():
-    embedder = load_embedder({"BACKEND": "django_rag.embedders.local.LocalEmbedder", "MAX_LENGTH": 128,
-                              "BATCH_SIZE": 8, "THREADS": 1})
+    embedder = load_embedder(
+        {
+            "BACKEND": "django_rag.embedders.local.LocalEmbedder",
+            "MAX_LENGTH": 128,
+            "BATCH_SIZE": 8,
+            "THREADS": 1,
+        }
+    )
     assert (embedder.max_length, embedder.batch_size, embedder.threads) == (128, 8, 1)
     assert len(embedder.embed_query("hi")) == 384
 
@@ -170,8 +189,9 @@ def test_wrong_dimensions_setting_is_reported():
         LocalEmbedder(dimensions=768).embed_query("hello")
 
 
-@pytest.mark.parametrize("option", [{"max_length": 0}, {"threads": 0}, {"threads": "2"}, {"batch_size": 0},
-                                    {"pooling": "cls"}])
+@pytest.mark.parametrize(
+    "option", [{"max_length": 0}, {"threads": 0}, {"threads": "2"}, {"batch_size": 0}, {"pooling": "cls"}]
+)
 def test_bad_options_raise_configuration_error(option):
     with pytest.raises(ConfigurationError):
         LocalEmbedder(**option)
@@ -233,7 +253,8 @@ def fake_sentence_transformers(monkeypatch):
 
 def test_sentence_transformers_embedder_applies_prefixes_and_normalises(fake_sentence_transformers):
     embedder = fake_sentence_transformers.SentenceTransformersEmbedder(
-        model="e5-tiny", dimensions=4, device="cpu", query_prefix="query: ", document_prefix="passage: ")
+        model="e5-tiny", dimensions=4, device="cpu", query_prefix="query: ", document_prefix="passage: "
+    )
     assert math.isclose(np.linalg.norm(embedder.embed_query("hi")), 1.0, rel_tol=1e-6)
     embedder.embed_documents(["doc"])
     assert embedder._load().seen == ["query: hi", "passage: doc"]

@@ -15,8 +15,10 @@ from django.db import transaction
 
 import django_rag as rag
 from django_rag.exceptions import EmbedderError
-from django_rag.media import document_for, get_registration, ingest_instance, uses_celery
+from django_rag.ingest.registration import get_registration
+from django_rag.ingest.rows import document_for, ingest_instance
 from django_rag.models import Chunk, Document
+from django_rag.tasks import uses_celery
 from django_rag.testing import OpenAICompatibleServer
 from tests.doubles import EditingEmbedder
 from tests.mediaapp.models import Note, Upload

@@ -1,4 +1,4 @@
-"""System checks for register() declarations and RAG["MEDIA"] (django_rag.E100-E107)."""
+"""System checks for register() declarations and RAG["MEDIA"] (django_rag.E100-E111)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,11 @@ def test_tenant_must_be_an_attribute_or_a_callable(registry) -> None:
 
 
 def test_tags_must_be_a_list_of_strings(registry) -> None:
-    assert ids(registry, Note, collection="notes", text="body", tags="note") == ["django_rag.E107"]
+    assert ids(registry, Note, collection="notes", text="body", tags="note") == ["django_rag.E108"]
+
+
+def test_metadata_must_be_a_dict_or_a_callable(registry) -> None:
+    assert ids(registry, Note, collection="notes", text="body", metadata=["a"]) == ["django_rag.E109"]
 
 
 def test_unknown_media_settings_are_reported(settings) -> None:

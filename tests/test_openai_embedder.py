@@ -236,13 +236,13 @@ def test_embed_query(server: OpenAICompatibleServer) -> None:
     ]
 
 
-def test_missing_api_key_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_api_key_is_reported_when_the_embedder_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-
+    embedder = OpenAIEmbedder(model="text-embedding-3-small", dimensions=64)  # building needs no secret
     with pytest.raises(
         ConfigurationError, match=r"RAG\['EMBEDDERS'\]\[<alias>\]\['API_KEY'\].*OPENAI_API_KEY"
     ):
-        OpenAIEmbedder(model="text-embedding-3-small", dimensions=64)
+        embedder.embed_query("hello")
 
 
 def test_api_key_defaults_to_the_environment(

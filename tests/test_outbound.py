@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from django_rag.exceptions import ConfigurationError, LoaderError, OutboundPolicyError
-from django_rag.outbound import OutboundPolicy, guarded_fetch
+from django_rag.ingest.outbound import OutboundPolicy, guarded_fetch
 
 Route = Callable[[BaseHTTPRequestHandler], None]
 

@@ -15,7 +15,7 @@ from django.core.management import CommandError, call_command
 from django.test import RequestFactory
 
 from django_rag.admin import reindex_selected
-from django_rag.media import document_for
+from django_rag.ingest.rows import document_for
 from django_rag.models import Chunk, Document
 from tests.mediaapp.models import Note, Upload
 

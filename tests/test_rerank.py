@@ -17,8 +17,10 @@ from django.conf import settings
 from django.test import override_settings
 
 import django_rag as rag
-from django_rag.mmr import embeddings_for, mmr, mmr_hits
-from django_rag.rerank import CallableReranker, HTTPReranker, Reranker, get_reranker
+from django_rag.search.mmr import embeddings_for, mmr, mmr_hits
+from django_rag.search.rerank import CallableReranker, HTTPReranker, Reranker, get_reranker
+from django_rag.stores import get_store
+from django_rag.stores.memory import MemoryStore
 from django_rag.types import ChunkData, Hit
 
 TEXTS = ["pasta recipes", "nightly backup to tape", "restore a database backup", "billing"]
@@ -93,7 +95,10 @@ def test_a_bad_top_n_is_a_query_error() -> None:
 
 def test_get_reranker_loads_a_settings_alias_with_a_dotted_function() -> None:
     rerankers = {
-        "local": {"BACKEND": "django_rag.rerank.CallableReranker", "FUNCTION": "tests.test_rerank.overlap"}
+        "local": {
+            "BACKEND": "django_rag.search.rerank.CallableReranker",
+            "FUNCTION": "tests.test_rerank.overlap",
+        }
     }
     with override_settings(RAG={**settings.RAG, "RERANKERS": rerankers}):
         reranker = get_reranker("local")
@@ -269,7 +274,7 @@ def test_http_reranker_sends_nothing_for_no_hits(server: RerankServer) -> None:
 
 def test_http_reranker_from_settings(server: RerankServer) -> None:
     config = {
-        "BACKEND": "django_rag.rerank.HTTPReranker",
+        "BACKEND": "django_rag.search.rerank.HTTPReranker",
         "URL": server.url,
         "API_KEY": "secret",
         "MODEL": "m",
@@ -317,7 +322,7 @@ def test_mmr_uses_the_vectors_chunkdata_hits_carry() -> None:
     for hit, vector in zip(hits, [BEST, NEAR_DUPLICATE, DIFFERENT], strict=True):
         hit.chunk.embedding = vector  # type: ignore[union-attr]
 
-    assert [hit.source_id for hit in mmr_hits(QUERY, hits, k=2)] == ["best", "different"]
+    assert [hit.source_id for hit in mmr_hits(QUERY, hits, k=2, store=MemoryStore())] == ["best", "different"]
 
 
 @pytest.mark.django_db
@@ -335,8 +340,8 @@ def test_mmr_hits_fetch_chunk_embeddings_in_one_query(django_assert_num_queries:
     assert [hit.source_id for hit in hits][:2] in (["a", "a-copy"], ["a-copy", "a"])
 
     with django_assert_num_queries(1):
-        vectors = embeddings_for(hits)
-    diverse = mmr_hits(query, hits, k=2, lambda_=0.3)
+        vectors = embeddings_for(hits, get_store())
+    diverse = mmr_hits(query, hits, k=2, lambda_=0.3, store=get_store())
 
     assert len(vectors) == 3 and len(vectors[0]) == 64
     assert [hit.source_id for hit in diverse][1] == "b"

@@ -10,7 +10,7 @@ import pytest
 from django.core.files.base import ContentFile
 
 import django_rag as rag
-from django_rag.media import document_for
+from django_rag.ingest.rows import document_for
 from django_rag.models import Chunk, Document
 from tests.mediaapp.models import S3Upload
 from tests.workers import wait_for

@@ -11,7 +11,7 @@ from django.db import connection, transaction
 from django.utils.safestring import SafeString
 
 import django_rag as rag
-from django_rag.stores.pgsearch import K1, B
+from django_rag.sql import K1, B
 from tests.plans import build_space_index, explain
 
 pytestmark = pytest.mark.django_db
@@ -253,7 +253,7 @@ def test_collection_ask_answers_with_citations_from_a_loopback_model(kb: rag.Col
 
     with OpenAICompatibleServer() as server:
         chat = {
-            "BACKEND": "django_rag.answer.OpenAIChat",
+            "BACKEND": "django_rag.answer.chat.OpenAIChat",
             "MODEL": "m",
             "BASE_URL": server.base_url,
             "API_KEY": "k",

@@ -3,7 +3,6 @@ with the search, server-prepared when the connection allows it, hits as the ORM 
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Iterator
 
@@ -15,9 +14,8 @@ from django.db.models.signals import post_init
 import django_rag as rag
 from django_rag.ddl import IndexSpec
 from django_rag.models import Chunk, Document
-from django_rag.stores.base import QueryScope
-from django_rag.stores.instances import _load_json
-from django_rag.stores.pgsearch import SearchRequest, build_sql, run_search
+from django_rag.stores.base import QueryScope, SearchRequest
+from django_rag.stores.pgsearch import build_sql, run_search
 from tests.plans import build_space_index, explain
 
 DOCS = [rag.RagDocument(f"n/{i}", f"note {i} about subject {i % 50}") for i in range(40)]
@@ -26,8 +24,6 @@ DOCS = [rag.RagDocument(f"n/{i}", f"note {i} about subject {i % 50}") for i in r
 def request(kb: rag.Collection, text: str = "subject 7", **scope: object) -> SearchRequest:
     return SearchRequest(
         mode="vector",
-        collection_id=kb.pk,
-        text_config="english",
         space=kb.space,
         k=10,
         vector=kb.get_embedder().embed_query(text),
@@ -60,7 +56,7 @@ def prepared_statements(raw: psycopg.Connection) -> list[tuple[str, str, int]]:
 @pytest.mark.django_db
 def test_an_unfiltered_vector_search_binds_only_the_query_vector() -> None:
     kb = rag.collection("docs")
-    sql, params = build_sql(request(kb))
+    sql, params = build_sql(kb, request(kb))
     assert list(params) == ["vector"]
     assert "WITH" not in sql and "OVER" not in sql
     assert f"c.collection_id = {kb.pk} " in sql and "LIMIT 10)" in sql
@@ -69,7 +65,7 @@ def test_an_unfiltered_vector_search_binds_only_the_query_vector() -> None:
 @pytest.mark.django_db
 def test_filters_stay_bound_parameters_in_the_vector_statement() -> None:
     kb = rag.collection("docs")
-    sql, params = build_sql(request(kb, tenant="x'; DROP TABLE t; --", tags=["a"], source_prefix="kb/"))
+    sql, params = build_sql(kb, request(kb, tenant="x'; DROP TABLE t; --", tags=["a"], source_prefix="kb/"))
     assert "DROP" not in sql
     assert params["tenant"] == "x'; DROP TABLE t; --"
 
@@ -100,7 +96,7 @@ def test_search_settings_end_with_the_search_in_autocommit_mode() -> None:
     kb.index(DOCS)
     assert len(kb.search("subject 7", k=25)) == 25
     assert setting("hnsw.ef_search") == "40"
-    assert setting("hnsw.iterative_scan") == "off"
+    assert setting("hnsw.iterative_scan") == "strict_order"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -112,7 +108,7 @@ def test_inside_a_transaction_search_settings_last_until_it_ends() -> None:
         assert setting("hnsw.ef_search") == "50"
         assert setting("hnsw.iterative_scan") == "relaxed_order"
     assert setting("hnsw.ef_search") == "40"
-    assert setting("hnsw.iterative_scan") == "off"
+    assert setting("hnsw.iterative_scan") == "strict_order"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -122,9 +118,9 @@ def test_a_failed_search_leaves_the_connection_idle_and_usable() -> None:
     wrong = request(kb)
     wrong.vector = [0.1, 0.2, 0.3]  # the space's index cast wants 64 dimensions
     with pytest.raises(psycopg.errors.DataException):
-        run_search(wrong, "default")
+        run_search(kb, wrong, "default")
     assert connection.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    assert setting("hnsw.iterative_scan") == "off"
+    assert setting("hnsw.iterative_scan") == "strict_order"
     assert len(kb.search("subject 7", k=3)) == 3
 
 
@@ -248,48 +244,18 @@ def test_a_small_collection_in_a_shared_space_is_sorted_exactly_and_joins_only_i
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(
-    "value",
-    [{}, [], "text", 3, 2.5, True, None, {"a": [1, 2.5, None, False], "ü": {"b": "line\u2028sep \"q\" \\"}}],
-)
-def test_hit_json_columns_decode_as_jsonfield_does(value: object) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT %s::jsonb::text", [json.dumps(value)])
-        text = cursor.fetchone()[0]
-    field = Chunk._meta.get_field("metadata")
-    assert _load_json(text) == field.from_db_value(text, None, connection) == value
+def test_hits_are_built_by_the_models_from_db(monkeypatch: pytest.MonkeyPatch) -> None:
+    kb = rag.collection("docs")
+    kb.index([rag.RagDocument("a", "Backups run nightly.", metadata={"team": "ops", "n": [1, 2.5, None]})])
+    built: list[tuple[type, str]] = []
+    for model in (Chunk, Document):
+        original = model.from_db.__func__  # type: ignore[attr-defined]
 
+        def from_db(cls: type, db: str, names: list[str], values: list[object], _original=original) -> object:
+            built.append((cls, db))
+            return _original(cls, db, names, values)
 
-@pytest.mark.parametrize("text", [' {"a": 1}', '{"a": 1} ', '{"a": 1} x', "{bad", "", "nan", '"\\ud800"'])
-def test_hit_json_decoding_falls_back_like_jsonfield_on_odd_text(text: str) -> None:
-    field = Chunk._meta.get_field("metadata")
-    expected = field.from_db_value(text, None, connection)
-    assert repr(_load_json(text)) == repr(expected)
-    assert _load_json(None) is None
-
-
-@pytest.mark.django_db
-def test_compiled_instance_makers_run_every_converter_in_order() -> None:
-    from django_rag.stores.instances import RowLoader
-
-    fields = list(Document._meta.concrete_fields)
-    loader = RowLoader(Document, fields, 1, "default")
-    at = [f.attname for f in fields].index("title")
-    calls: list[tuple[object, object]] = []
-
-    def upper(value: str, expression: object, conn: object) -> str:
-        calls.append((expression, conn))
-        return value.upper()
-
-    def bracket(value: str, expression: object, conn: object) -> str:
-        return f"[{value}]"
-
-    loader.converters.append((at, fields[at].get_col(Document._meta.db_table), [upper, bracket]))
-    make = loader._compile(1)
-    row = [None] * (len(fields) + 1)
-    row[1 + at] = "manual"
-    row[1 + [f.attname for f in fields].index("metadata")] = '{"a": [1]}'
-    document = make(tuple(row), connection)
-    assert document.title == "[MANUAL]" and document.metadata == {"a": [1]}
-    assert calls == [(loader.converters[-1][1], connection)]
-    assert (document._state.db, document._state.adding) == ("default", False)
+        monkeypatch.setattr(model, "from_db", classmethod(from_db))
+    [hit] = kb.search("backups", k=1)
+    assert built == [(Chunk, "default"), (Document, "default")]
+    assert hit.chunk.metadata == {"team": "ops", "n": [1, 2.5, None]}

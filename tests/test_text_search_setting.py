@@ -185,8 +185,11 @@ def _same_shard_pair() -> tuple[psycopg.Connection, psycopg.Connection]:
     """Two connections to the test database whose backends share a statistics shard (pid % 8)."""
     settings = connection.settings_dict
     conninfo = psycopg.conninfo.make_conninfo(
-        dbname=settings["NAME"], user=settings["USER"], password=settings["PASSWORD"],
-        host=settings["HOST"], port=settings["PORT"] or None,
+        dbname=settings["NAME"],
+        user=settings["USER"],
+        password=settings["PASSWORD"],
+        host=settings["HOST"],
+        port=settings["PORT"] or None,
     )
     by_shard: dict[int, psycopg.Connection] = {}
     for _ in range(9):  # nine backends over eight shards: two must share one
@@ -206,10 +209,16 @@ def test_concurrent_writers_sharing_a_statistics_shard_end_consistent() -> None:
     words = [f"word{i}" for i in range(120)]
     with override_settings(RAG=rag_with(TEXT_CONFIG="simple", CHUNK_SIZE=16, CHUNK_OVERLAP=0)):
         kb = rag.collection("kb")
-        kb.index([rag.RagDocument(f"d{n}", "\n\n".join(" ".join(words[i:i + 12]) for i in range(0, 120, 12)))
-                  for n in range(2)])
-        chunk_ids = [list(Chunk.objects.filter(document__source_id=f"d{n}").values_list("pk", flat=True))
-                     for n in range(2)]
+        kb.index(
+            [
+                rag.RagDocument(f"d{n}", "\n\n".join(" ".join(words[i : i + 12]) for i in range(0, 120, 12)))
+                for n in range(2)
+            ]
+        )
+        chunk_ids = [
+            list(Chunk.objects.filter(document__source_id=f"d{n}").values_list("pk", flat=True))
+            for n in range(2)
+        ]
         first, second = _same_shard_pair()
         barrier = threading.Barrier(2)
         errors: list[BaseException] = []

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ..backends import load_backend
+from ..conf import on_rag_change, rag_settings
 from ..exceptions import ConfigurationError
 
 __all__ = ["BaseEmbedder", "Embedder", "get_embedder", "load_embedder"]
@@ -102,12 +103,13 @@ def load_embedder(config: dict[str, Any]) -> Embedder:
 
 @functools.cache
 def _cached_embedder(alias: str) -> Embedder:
-    from ..conf import rag_settings
-
     embedders = rag_settings.EMBEDDERS
     if alias not in embedders:
         raise ConfigurationError(f"no embedder named {alias!r}; RAG['EMBEDDERS'] defines {sorted(embedders)}")
     return load_embedder(embedders[alias])
+
+
+on_rag_change(_cached_embedder.cache_clear)
 
 
 def get_embedder(alias: str = "default") -> Embedder:

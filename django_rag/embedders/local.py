@@ -68,10 +68,19 @@ class LocalEmbedder(BaseEmbedder):
     dimensions = 384
     batch_size = 32
 
-    def __init__(self, *, model: str | None = None, model_path: str | Path | None = None,
-                 tokenizer_path: str | Path | None = None, max_length: int = 256, query_prefix: str = "",
-                 document_prefix: str = "", normalize: bool = True, threads: int | None = None,
-                 **options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        model_path: str | Path | None = None,
+        tokenizer_path: str | Path | None = None,
+        max_length: int = 256,
+        query_prefix: str = "",
+        document_prefix: str = "",
+        normalize: bool = True,
+        threads: int | None = None,
+        **options: Any,
+    ) -> None:
         if model_path is not None and not model:
             raise ConfigurationError(
                 f"LocalEmbedder with MODEL_PATH {str(model_path)!r} needs MODEL, the name of its "
@@ -90,8 +99,9 @@ class LocalEmbedder(BaseEmbedder):
         self.normalize = bool(normalize)
         self.threads = threads
         self.model_file, self.model_sha256 = _model_file(model_path)
-        self.tokenizer_file, self.tokenizer_sha256 = _tokenizer_file(model_path, self.model_file,
-                                                                     tokenizer_path)
+        self.tokenizer_file, self.tokenizer_sha256 = _tokenizer_file(
+            model_path, self.model_file, tokenizer_path
+        )
         self._loaded: tuple[_Model, _Tokenizer] | None = None
 
     def count_tokens(self, text: str) -> int:
@@ -108,7 +118,7 @@ class LocalEmbedder(BaseEmbedder):
         window = self.batch_size * 16
         vectors: list[Vector] = []
         for start in range(0, len(texts), window):
-            vectors.extend(self._checked(self._embed(list(texts[start:start + window]), "document")))
+            vectors.extend(self._checked(self._embed(list(texts[start : start + window]), "document")))
         return vectors
 
     def _embed(self, texts: list[str], kind: str) -> list[Vector]:
@@ -123,13 +133,13 @@ class LocalEmbedder(BaseEmbedder):
         order = sorted(range(len(texts)), key=lengths.__getitem__)
         vectors: list[Any] = [None] * len(texts)
         for start in range(0, len(order), self.batch_size):
-            batch = order[start:start + self.batch_size]
+            batch = order[start : start + self.batch_size]
             width = max(lengths[i] for i in batch)
             ids = np.full((len(batch), width), tok.pad_id, dtype=model.int_type)
             mask = np.zeros((len(batch), width), dtype=model.int_type)
             for row, i in enumerate(batch):
-                ids[row, :lengths[i]] = encodings[i].ids
-                mask[row, :lengths[i]] = 1
+                ids[row, : lengths[i]] = encodings[i].ids
+                mask[row, : lengths[i]] = 1
             for i, vector in zip(batch, self._forward(model, ids, mask), strict=True):
                 vectors[i] = vector
         return [vector.tolist() for vector in vectors]
@@ -189,8 +199,9 @@ def _model_file(model_path: str | Path | None) -> tuple[Path, str | None]:
     )
 
 
-def _tokenizer_file(model_path: str | Path | None, model_file: Path,
-                    tokenizer_path: str | Path | None) -> tuple[Path, str | None]:
+def _tokenizer_file(
+    model_path: str | Path | None, model_file: Path, tokenizer_path: str | Path | None
+) -> tuple[Path, str | None]:
     if tokenizer_path is not None:
         path = Path(tokenizer_path).expanduser()
         if not path.is_file():
@@ -245,8 +256,10 @@ def _load_model(path: str, sha256: str | None, threads: int | None) -> _Model:
             f"input_ids and attention_mask (and optionally token_type_ids)"
         )
     outputs = {o.name: o for o in session.get_outputs()}
-    name = next((n for n in ("sentence_embedding", "last_hidden_state", "token_embeddings") if n in outputs),
-                session.get_outputs()[0].name)
+    name = next(
+        (n for n in ("sentence_embedding", "last_hidden_state", "token_embeddings") if n in outputs),
+        session.get_outputs()[0].name,
+    )
     int_type = np.int32 if inputs["input_ids"].type == "tensor(int32)" else np.int64
     return _Model(session, frozenset(inputs), int_type, name, pooled=len(outputs[name].shape) == 2)
 

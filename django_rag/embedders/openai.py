@@ -58,13 +58,9 @@ class OpenAIEmbedder(BaseEmbedder):
     ) -> None:
         super().__init__(**options)
         _import_openai()  # fail at configuration time, not on the first document
+        # A missing key is reported when the embedder is first used (and by check W005), not
+        # here: building it must not need a runtime secret (``migrate``, ``check``, CI builds).
         api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        if not api_key:
-            raise ConfigurationError(
-                f"OpenAIEmbedder ({self.model}) has no API key: set RAG['EMBEDDERS'][<alias>]['API_KEY'] "
-                "or the OPENAI_API_KEY environment variable (local servers such as Ollama or vLLM "
-                "accept any placeholder, e.g. 'unused')"
-            )
         if timeout <= 0 or max_retries < 0 or backoff_base < 0 or backoff_max < 0:
             raise ConfigurationError(
                 "OpenAIEmbedder needs TIMEOUT > 0 and MAX_RETRIES, BACKOFF_BASE, BACKOFF_MAX >= 0"
@@ -86,6 +82,8 @@ class OpenAIEmbedder(BaseEmbedder):
     @functools.cached_property
     def client(self) -> openai.OpenAI:
         """The client, built on first use so that a forked worker never shares a parent's connections."""
+        if not self.api_key:
+            raise ConfigurationError(self.missing_key_message)
         openai = _import_openai()
         return openai.OpenAI(
             api_key=self.api_key,
@@ -94,6 +92,14 @@ class OpenAIEmbedder(BaseEmbedder):
             timeout=self.timeout,
             # We retry ourselves: the client's retries would multiply with ours and hide attempts.
             max_retries=0,
+        )
+
+    @property
+    def missing_key_message(self) -> str:
+        return (
+            f"OpenAIEmbedder ({self.model}) has no API key: set RAG['EMBEDDERS'][<alias>]['API_KEY'] "
+            "or the OPENAI_API_KEY environment variable (local servers such as Ollama or vLLM "
+            "accept any placeholder, e.g. 'unused')"
         )
 
     def _embed(self, texts: list[str], kind: str) -> list[Vector]:

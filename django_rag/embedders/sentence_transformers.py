@@ -28,8 +28,16 @@ class SentenceTransformersEmbedder(BaseEmbedder):
     dimensions = 384
     batch_size = 32
 
-    def __init__(self, *, model_path: str | None = None, device: str | None = None, query_prefix: str = "",
-                 document_prefix: str = "", normalize: bool = True, **options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        model_path: str | None = None,
+        device: str | None = None,
+        query_prefix: str = "",
+        document_prefix: str = "",
+        normalize: bool = True,
+        **options: Any,
+    ) -> None:
         super().__init__(**options)
         if importlib.util.find_spec("sentence_transformers") is None:
             raise ConfigurationError(
@@ -47,8 +55,11 @@ class SentenceTransformersEmbedder(BaseEmbedder):
     def _embed(self, texts: list[str], kind: str) -> list[Vector]:
         prefix = self.query_prefix if kind == "query" else self.document_prefix
         vectors = self._load().encode(
-            [prefix + text for text in texts], batch_size=self.batch_size,
-            normalize_embeddings=self.normalize, convert_to_numpy=True, show_progress_bar=False,
+            [prefix + text for text in texts],
+            batch_size=self.batch_size,
+            normalize_embeddings=self.normalize,
+            convert_to_numpy=True,
+            show_progress_bar=False,
         )
         return [[float(x) for x in vector] for vector in vectors]
 

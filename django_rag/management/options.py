@@ -12,19 +12,34 @@ from django.core.management.base import CommandError
 from django.utils.html import strip_tags
 from django.utils.translation import gettext as _
 
+from django_rag.api import KnowledgeBase, collection
 from django_rag.conf import rag_settings
-from django_rag.models import Collection
-from django_rag.retrieval import MODES, SYNTAXES
+from django_rag.search import MODES, SYNTAXES
 from django_rag.types import Hit
 
-__all__ = ["add_search_arguments", "get_collection", "hit_label", "one_line", "search_options"]
+__all__ = [
+    "add_database_argument",
+    "add_search_arguments",
+    "get_collection",
+    "hit_label",
+    "one_line",
+    "search_options",
+]
 
 _SPACE = re.compile(r"\s+")
 # ts_headline's highlight markers (and any other control character) have no place on a terminal line.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
+def add_database_argument(parser: ArgumentParser) -> None:
+    parser.add_argument(
+        "--database",
+        help="Database alias of the knowledge base (default: RAG['DATABASE'], which defaults to 'default').",
+    )
+
+
 def add_search_arguments(parser: ArgumentParser, *, default_k: int) -> None:
+    add_database_argument(parser)
     parser.add_argument(
         "--collection",
         "-c",
@@ -77,10 +92,8 @@ def _parse_filter(item: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
-def get_collection(name: str | None) -> Collection:
+def get_collection(name: str | None, using: str | None = None) -> KnowledgeBase:
     """The named collection, or the only declared one; a CommandError names the choices otherwise."""
-    from django_rag.api import collection
-
     if name is None:
         declared = sorted(rag_settings.COLLECTIONS)
         if len(declared) != 1:
@@ -89,7 +102,7 @@ def get_collection(name: str | None) -> Collection:
                 % {"names": ", ".join(declared) or "none"}
             )
         name = declared[0]
-    return collection(name)
+    return collection(name, using=using)
 
 
 def one_line(text: str, width: int = 100, *, markup: bool = False) -> str:

@@ -20,14 +20,58 @@ statement before its CTEs' term rows, orders them the same way today; the lock d
 on that execution order.)
 """
 
-import importlib
-
 import django.db.models.deletion
 from django.db import migrations, models
 
-_INITIAL = importlib.import_module("django_rag.migrations.0002_text_statistics")
-# 0002's trigger function, restored when this migration is reversed.
-PREVIOUS = _INITIAL.TRIGGERS.split("$fn$;", 1)[0].replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION") + "$fn$;"
+# 0002's trigger function as 0002 created it, restored when this migration is reversed. Written
+# out here: a migration must not read another migration's source, which may change.
+PREVIOUS = """
+CREATE OR REPLACE FUNCTION django_rag_chunk_text_sync() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE
+    changed bigint[];  -- UPDATE: rows whose search_vector or space changed; NULL means every row
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        SELECT array_agg(n.id) INTO changed
+        FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
+        WHERE (n.search_vector, n.space) IS DISTINCT FROM (o.search_vector, o.space);
+        IF changed IS NULL THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        WITH gone AS (
+            SELECT o.id, o.collection_id, o.space, django_rag_lexeme_count(o.search_vector) AS dl
+            FROM old_rows AS o
+            WHERE o.search_vector IS NOT NULL AND (changed IS NULL OR o.id = ANY (changed))
+        ), removed AS (
+            DELETE FROM django_rag_posting AS p USING gone WHERE p.chunk_id = gone.id
+        )
+        INSERT INTO django_rag_textstats AS s (collection_id, space, shard, chunks, length)
+        SELECT collection_id, space, pg_backend_pid() % 8, -count(*), -sum(dl) FROM gone
+        GROUP BY collection_id, space ORDER BY collection_id, space
+        ON CONFLICT (collection_id, space, shard)
+        DO UPDATE SET chunks = s.chunks + EXCLUDED.chunks, length = s.length + EXCLUDED.length;
+    END IF;
+    IF TG_OP IN ('UPDATE', 'INSERT') THEN
+        WITH fresh AS (
+            SELECT n.id, n.collection_id, n.space, n.search_vector,
+                   django_rag_lexeme_count(n.search_vector) AS dl
+            FROM new_rows AS n
+            WHERE n.search_vector IS NOT NULL AND (changed IS NULL OR n.id = ANY (changed))
+        ), added AS (
+            INSERT INTO django_rag_posting (chunk_id, collection_id, space, term, tf, dl)
+            SELECT f.id, f.collection_id, f.space, u.lexeme, coalesce(array_length(u.positions, 1), 1), f.dl
+            FROM fresh AS f CROSS JOIN LATERAL unnest(f.search_vector) AS u
+        )
+        INSERT INTO django_rag_textstats AS s (collection_id, space, shard, chunks, length)
+        SELECT collection_id, space, pg_backend_pid() % 8, count(*), sum(dl) FROM fresh
+        GROUP BY collection_id, space ORDER BY collection_id, space
+        ON CONFLICT (collection_id, space, shard)
+        DO UPDATE SET chunks = s.chunks + EXCLUDED.chunks, length = s.length + EXCLUDED.length;
+    END IF;
+    RETURN NULL;
+END
+$fn$;"""
 
 TERM_STATS = """
 CREATE OR REPLACE FUNCTION django_rag_chunk_text_sync() RETURNS trigger LANGUAGE plpgsql AS $fn$

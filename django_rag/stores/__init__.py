@@ -1,5 +1,24 @@
-"""Vector stores: the ORM store on PostgreSQL + pgvector, and a memory store for code without a database."""
+"""Stores: the ORM store on PostgreSQL + pgvector, and a memory store for code without a database.
 
-from .base import VectorStore, get_store, prefix_matches
+Ingestion and search reach documents and chunks only through the ``VectorStore`` protocol.
+"""
 
-__all__ = ["VectorStore", "get_store", "prefix_matches"]
+from .base import (
+    ALL_TENANTS,
+    DocumentInfo,
+    QueryScope,
+    SearchRequest,
+    StoredDocument,
+    VectorStore,
+    get_store,
+)
+
+__all__ = [
+    "ALL_TENANTS",
+    "DocumentInfo",
+    "QueryScope",
+    "SearchRequest",
+    "StoredDocument",
+    "VectorStore",
+    "get_store",
+]

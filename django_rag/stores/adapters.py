@@ -3,16 +3,30 @@
 from __future__ import annotations
 
 import struct
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import psycopg
+from django.db import connections
 from pgvector.psycopg.vector import VectorBinaryDumper, register_vector_info
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 from psycopg.types import TypeInfo
 
-__all__ = ["PackedVector", "pack", "packed_dumper", "register_packed_vectors", "vector_dumper"]
+from ..exceptions import ConfigurationError
+
+__all__ = [
+    "PackedVector",
+    "pack",
+    "packed_dumper",
+    "raw_connection",
+    "register_packed_vectors",
+    "vector_dumper",
+    "vector_type",
+]
+
+_vector_info: weakref.WeakKeyDictionary[psycopg.Connection[Any], TypeInfo] = weakref.WeakKeyDictionary()
 
 _dumpers: dict[int, type[VectorBinaryDumper]] = {}
 
@@ -66,3 +80,23 @@ def register_packed_vectors(cur: psycopg.Cursor[Any] | psycopg.Connection[Any], 
     """
     register_vector_info(cur, info)
     cur.adapters.register_dumper(PackedVector, packed_dumper(info.oid))
+
+
+def raw_connection(using: str) -> psycopg.Connection[Any]:
+    wrapper = connections[using]
+    wrapper.ensure_connection()
+    return wrapper.connection
+
+
+def vector_type(conn: psycopg.Connection[Any]) -> TypeInfo:
+    info = _vector_info.get(conn)
+    if info is None:
+        info = TypeInfo.fetch(conn, "vector")
+        if info is None:
+            raise ConfigurationError(
+                "the pgvector extension is not installed in this database; "
+                "run `manage.py migrate django_rag` "
+                "(it runs CREATE EXTENSION vector) or ask a superuser to run CREATE EXTENSION vector"
+            )
+        _vector_info[conn] = info
+    return info

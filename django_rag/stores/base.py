@@ -1,36 +1,55 @@
-"""The store protocol every backend satisfies, and what stores share."""
+"""The store protocol between the pipelines (ingest, search) and the database, and what stores share.
+
+Every read or write of documents and chunks that ingestion and search make goes through one of
+these methods, so a second store (the memory store here) works without touching them. A store
+instance serves one database alias (``get_store(using)``); collections are always passed as
+their ``Collection`` row, which the Django database holds whatever the store.
+"""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Collection as Container
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from django.utils.module_loading import import_string
 
+from ..conf import on_rag_change, rag_settings
 from ..exceptions import ConfigurationError, QueryError
+from ..sql import check_prefix
 from ..types import ChunkData, Hit, SyncResult
 
-__all__ = ["PREFIX_SEPARATORS", "DocumentInfo", "QueryScope", "VectorStore", "get_store", "prefix_matches"]
+if TYPE_CHECKING:
+    from ..models import Collection, Document
 
-# A prefix matches whole path segments: "docs" covers "docs", "docs/a" and "docs#p2", never "docs2".
-PREFIX_SEPARATORS = ("/", "#", ":", "?")
+__all__ = [
+    "ALL_TENANTS",
+    "DocumentInfo",
+    "QueryScope",
+    "SearchRequest",
+    "StoredDocument",
+    "VectorStore",
+    "check_delete_args",
+    "diff_chunks",
+    "get_store",
+]
 
 
-def prefix_matches(source_id: str, prefix: str) -> bool:
-    if not prefix:
-        raise QueryError("an empty prefix would match every document; pass a non-empty prefix")
-    if source_id == prefix:
-        return True
-    if prefix.endswith(PREFIX_SEPARATORS):
-        return source_id.startswith(prefix)
-    return any(source_id.startswith(prefix + sep) for sep in PREFIX_SEPARATORS)
+class _AllTenants:
+    def __repr__(self) -> str:
+        return "ALL_TENANTS"
+
+
+# ``delete(..., tenant=ALL_TENANTS)``: every tenant's documents (a registered row moving tenant).
+ALL_TENANTS: Any = _AllTenants()
 
 
 @dataclass
 class DocumentInfo:
-    """What a store records about a document besides its chunks."""
+    """What a store records about a document besides its chunks. ``(tenant, source_id)`` is its key."""
 
     source_id: str
     title: str = ""
@@ -48,6 +67,15 @@ class DocumentInfo:
 
 
 @dataclass
+class StoredDocument:
+    """A document as stored: its description and its chunks in one embedding space (for re-embedding)."""
+
+    info: DocumentInfo
+    space: str
+    chunks: list[ChunkData]
+
+
+@dataclass
 class QueryScope:
     """Filters every search leg applies. ``tags`` match on overlap; ``filters`` on metadata equality."""
 
@@ -58,61 +86,125 @@ class QueryScope:
     min_score: float | None = None
 
 
+@dataclass
+class SearchRequest:
+    """One validated search as a store runs it (``django_rag.search`` builds and checks it)."""
+
+    mode: str
+    k: int
+    space: str
+    text: str = ""
+    vector: Sequence[float] | None = None
+    scope: QueryScope = field(default_factory=QueryScope)
+    candidates: int = 50
+    rrf_k: int = 60
+    weights: tuple[float, float] = (1.0, 1.0)
+    syntax: str = "plain"
+    ef_search: int = 40
+    snippets: bool = True
+
+
 @runtime_checkable
 class VectorStore(Protocol):
-    """Upsert a document's chunks, query by vector, delete by source id or prefix.
+    """Documents and their embedded chunks: upsert, search, delete, and the bookkeeping around them."""
 
-    ``collection`` is the collection's name or its ``Collection`` row (whose ``str`` is the
-    name); passing the row spares the ORM store a lookup per call.
-    """
-
-    def upsert(
-        self, collection: str, document: DocumentInfo, chunks: Sequence[ChunkData], *, space: str
-    ) -> SyncResult:
-        """Make ``chunks`` (embedded) the document's chunks in ``space``; unchanged hashes keep their rows."""
-        ...
+    using: str
 
     def upsert_many(
-        self, collection: str, items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]], *, space: str
+        self, collection: Collection, items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]], *, space: str
     ) -> SyncResult:
-        """``upsert`` for several documents at once (one transaction where the backend has them)."""
+        """Make each document's chunks (embedded) exactly ``chunks`` in ``space``, in one transaction
+        where the backend has them; unchanged hashes keep their rows. Marks the documents indexed."""
         ...
 
-    def vectors_for(self, space: str, hashes: Sequence[str]) -> dict[str, list[float]]:
-        """Stored vectors for chunk texts already embedded in ``space``, by content hash."""
+    def vectors_for(
+        self, collection: Collection, space: str, hashes: Sequence[str], *, tenant: str
+    ) -> dict[str, list[float]]:
+        """Vectors already stored for these chunk texts in ``space``, within one collection and
+        tenant (reuse never tells a tenant what another one stored)."""
         ...
 
-    def query(
-        self, collection: str, vector: Sequence[float], k: int, *, space: str, scope: QueryScope | None = None
-    ) -> list[Hit]:
-        """The ``k`` chunks nearest ``vector``, best first, scored by cosine similarity."""
+    def search(self, collection: Collection, request: SearchRequest) -> list[Hit]:
+        """The ``request.k`` best chunks, best first."""
         ...
 
-    def search(
+    def delete(
         self,
-        collection: Any,
+        collection: Collection,
         *,
-        mode: str,
-        k: int,
-        space: str,
-        text: str = "",
-        vector: Sequence[float] | None = None,
-        scope: QueryScope | None = None,
-        **options: Any,
-    ) -> list[Hit]:
-        """``query`` generalised to modes ("vector", "text", "hybrid"); ``collection`` is a name or a row."""
+        source_id: str | None = None,
+        prefix: str | None = None,
+        tenant: str = "",
+        keep: Container[tuple[str, str]] = (),
+    ) -> int:
+        """Delete one document (exact ``source_id``) or all under ``prefix`` in ``tenant``
+        (``ALL_TENANTS``: in any tenant), except the ``(tenant, source_id)`` pairs in ``keep``."""
         ...
 
-    def delete(self, collection: str, *, source_id: str | None = None, prefix: str | None = None) -> int:
-        """Delete one document (exact ``source_id``) or all under ``prefix``; return how many."""
+    def record(
+        self,
+        collection: Collection,
+        info: DocumentInfo,
+        *,
+        status: str,
+        reason: str = "",
+        error: str = "",
+        drop_chunks: bool,
+    ) -> Document | None:
+        """Record a document that is not (or no longer) indexed: skipped (``drop_chunks``: its old
+        chunks go) or failed (its old chunks stay searchable). Returns the ORM row if there is one."""
+        ...
+
+    def document(
+        self, collection: Collection, source_id: str, *, tenant: str | None = None
+    ) -> Document | None:
+        """The stored ``Document`` row (any tenant when ``tenant`` is None); None without a row."""
+        ...
+
+    def mark_pending(self, collection: Collection, source_ids: Sequence[str]) -> int:
+        """Flag existing documents as waiting for ingestion (a task was enqueued)."""
+        ...
+
+    def source_ids(self, collection: Collection, *, prefix: str) -> list[tuple[str, str]]:
+        """``(tenant, source_id)`` of every document under ``prefix``."""
+        ...
+
+    def locked(self, collection: Collection, keys: Sequence[tuple[str, str]]) -> AbstractContextManager[None]:
+        """A transaction holding the write locks of these ``(tenant, source_id)`` documents."""
+        ...
+
+    def outside_space(
+        self, collection: Collection, space: str, *, batch_size: int
+    ) -> Iterator[list[StoredDocument]]:
+        """Batches of documents that have chunks in another space than ``space``, each with its chunks
+        of the space written last (no chunks when it already has chunks in ``space``)."""
+        ...
+
+    def drop_other_spaces(self, collection: Collection, keys: Sequence[tuple[str, str]], space: str) -> int:
+        """Delete these documents' chunks of every space but ``space``; returns how many."""
+        ...
+
+    def embeddings(self, hits: Sequence[Hit]) -> list[list[float] | None]:
+        """Each hit's chunk embedding (search leaves them out of hits), None for a vanished chunk."""
+        ...
+
+    def check_space(self, collection: Collection, space: str) -> None:
+        """Raise ``ConfigurationError`` when the collection holds vectors of other spaces only."""
         ...
 
 
 def check_delete_args(source_id: str | None, prefix: str | None) -> None:
     if (source_id is None) == (prefix is None):
         raise QueryError("pass exactly one of source_id= or prefix=")
+    if source_id is not None and not isinstance(source_id, str):
+        raise QueryError(f"source_id must be a string, got {type(source_id).__name__}")
     if prefix is not None:
-        prefix_matches("", prefix)  # rejects the empty prefix
+        check_prefix(prefix)
+
+
+def check_tenant(tenant: Any) -> None:
+    if tenant is not ALL_TENANTS and not isinstance(tenant, str):
+        raise QueryError(f"tenant must be a string, got {type(tenant).__name__}")
 
 
 def diff_chunks(
@@ -138,16 +230,26 @@ def diff_chunks(
     return kept, added, removed
 
 
+def last_wins(
+    items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]],
+) -> list[tuple[DocumentInfo, Sequence[ChunkData]]]:
+    """One entry per document: a batch naming a document twice syncs it to its last version."""
+    return list({(doc.tenant, doc.source_id): (doc, chunks) for doc, chunks in items}.values())
+
+
 @functools.cache
-def _cached_store(backend: str) -> VectorStore:
+def _cached_store(backend: str, using: str) -> VectorStore:
     try:
-        return import_string(backend)()
+        cls = import_string(backend)
     except ImportError as exc:
         raise ConfigurationError(f"cannot import RAG['STORE'] backend {backend!r}: {exc}") from exc
+    store: VectorStore = cls(using=using)
+    return store
 
 
-def get_store() -> VectorStore:
-    """The store named by ``RAG["STORE"]`` (the pgvector ORM store by default)."""
-    from ..conf import rag_settings
+on_rag_change(_cached_store.cache_clear)
 
-    return _cached_store(rag_settings.STORE)
+
+def get_store(using: str | None = None) -> VectorStore:
+    """The store named by ``RAG["STORE"]`` (the pgvector ORM store by default) for database ``using``."""
+    return _cached_store(rag_settings.STORE, using or rag_settings.DATABASE)

@@ -1,85 +1,113 @@
-"""A store in process memory: for code and tests that have no database. Not shared between processes."""
+"""A store in process memory: for code and tests that have no database. Not shared between processes.
+
+Same contract as the pgvector store, brute-force cosine search, vector mode only. Collections
+are keyed by name, documents by ``(tenant, source_id)``; there are no ``Document`` rows, so
+``record`` and ``document`` return None.
+"""
 
 from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection as Container
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
+from ..conf import rag_settings
 from ..exceptions import ConfigurationError, QueryError
+from ..sql import prefix_matches
 from ..types import ChunkData, Hit, SyncResult
-from .base import DocumentInfo, QueryScope, check_delete_args, diff_chunks, prefix_matches
+from .base import (
+    ALL_TENANTS,
+    DocumentInfo,
+    QueryScope,
+    SearchRequest,
+    StoredDocument,
+    check_delete_args,
+    check_tenant,
+    diff_chunks,
+    last_wins,
+)
+
+if TYPE_CHECKING:
+    from ..models import Collection, Document
 
 __all__ = ["MemoryStore"]
+
+Key = tuple[str, str]  # (tenant, source_id)
 
 
 @dataclass
 class _Stored:
     document: DocumentInfo
     chunks: dict[str, list[ChunkData]]  # space -> chunks in index order
+    status: str = "indexed"
 
 
 class MemoryStore:
-    """Same contract as the pgvector store, brute-force cosine search.
+    """Documents and chunks in a dict, guarded by a lock."""
 
-    Collections are keyed by name: callers may pass the name or the Collection row (its str).
-    """
+    def __init__(self, using: str | None = None) -> None:
+        self.using = using or rag_settings.DATABASE
+        self._lock = threading.RLock()
+        self._data: dict[str, dict[Key, _Stored]] = {}
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._data: dict[str, dict[str, _Stored]] = {}
-
-    def upsert(
-        self, collection: str, document: DocumentInfo, chunks: Sequence[ChunkData], *, space: str
-    ) -> SyncResult:
-        with self._lock:
-            docs = self._data.setdefault(str(collection), {})
-            stored = docs.get(document.source_id)
-            previous = stored.chunks.get(space, []) if stored else []
-            kept, added, removed = diff_chunks([(i, c.content_hash) for i, c in enumerate(previous)], chunks)
-            chunk_map = stored.chunks if stored else {}
-            chunk_map[space] = sorted((replace(c) for c in chunks), key=lambda c: c.index)
-            docs[document.source_id] = _Stored(document=document, chunks=chunk_map)
-            return SyncResult(added=len(added), removed=len(removed), unchanged=len(kept), documents=1)
+    def _docs(self, collection: Collection) -> dict[Key, _Stored]:
+        return self._data.setdefault(collection.name, {})
 
     def upsert_many(
-        self, collection: str, items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]], *, space: str
+        self, collection: Collection, items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]], *, space: str
     ) -> SyncResult:
         result = SyncResult()
-        for document, chunks in items:
-            result += self.upsert(collection, document, chunks, space=space)
+        with self._lock:
+            docs = self._docs(collection)
+            for document, chunks in last_wins(items):
+                key = (document.tenant, document.source_id)
+                stored = docs.get(key)
+                previous = stored.chunks.get(space, []) if stored else []
+                kept, added, removed = diff_chunks(
+                    [(i, c.content_hash) for i, c in enumerate(previous)], chunks
+                )
+                chunk_map = stored.chunks if stored else {}
+                chunk_map[space] = sorted((replace(c) for c in chunks), key=lambda c: c.index)
+                docs[key] = _Stored(document=document, chunks=chunk_map)
+                result += SyncResult(added=len(added), removed=len(removed), unchanged=len(kept), documents=1)
         return result
 
-    def vectors_for(self, space: str, hashes: Sequence[str]) -> dict[str, list[float]]:
+    def vectors_for(
+        self, collection: Collection, space: str, hashes: Sequence[str], *, tenant: str
+    ) -> dict[str, list[float]]:
         wanted = set(hashes)
         found: dict[str, list[float]] = {}
         with self._lock:
-            for docs in self._data.values():
-                for stored in docs.values():
-                    for chunk in stored.chunks.get(space, []):
-                        if chunk.content_hash in wanted and chunk.embedding is not None:
-                            found[chunk.content_hash] = chunk.embedding
-        return found
-
-    def query(
-        self, collection: str, vector: Sequence[float], k: int, *, space: str, scope: QueryScope | None = None
-    ) -> list[Hit]:
-        scope = scope or QueryScope()
-        scored: list[tuple[float, ChunkData, DocumentInfo]] = []
-        with self._lock:
-            for stored in self._data.get(str(collection), {}).values():
-                doc = stored.document
-                if not _in_scope(doc, scope):
+            for (doc_tenant, _), stored in self._docs(collection).items():
+                if doc_tenant != tenant:
                     continue
                 for chunk in stored.chunks.get(space, []):
+                    if chunk.content_hash in wanted and chunk.embedding is not None:
+                        found[chunk.content_hash] = chunk.embedding
+        return found
+
+    def search(self, collection: Collection, request: SearchRequest) -> list[Hit]:
+        if request.mode != "vector" or request.vector is None:
+            raise QueryError(f"the memory store supports vector search only, not mode={request.mode!r}")
+        scope = request.scope
+        scored: list[tuple[float, ChunkData, DocumentInfo]] = []
+        with self._lock:
+            for stored in self._docs(collection).values():
+                doc = stored.document
+                if stored.status != "indexed" or not _in_scope(doc, scope):
+                    continue
+                for chunk in stored.chunks.get(request.space, []):
                     if scope.filters and any(chunk.metadata.get(k) != v for k, v in scope.filters.items()):
                         continue
-                    score = _cosine(vector, chunk.embedding or [])
+                    score = _cosine(request.vector, chunk.embedding or [])
                     if scope.min_score is None or score >= scope.min_score:
                         scored.append((score, chunk, doc))
         if not scored:
-            self._check_space(collection, space)
+            self.check_space(collection, request.space)
         scored.sort(key=lambda item: -item[0])
         return [
             Hit(
@@ -90,45 +118,114 @@ class MemoryStore:
                 page=chunk.page,
                 source_id=doc.source_id,
             )
-            for rank, (score, chunk, doc) in enumerate(scored[:k], start=1)
+            for rank, (score, chunk, doc) in enumerate(scored[: request.k], start=1)
         ]
 
-    def search(
+    def delete(
         self,
-        collection: str,
+        collection: Collection,
         *,
-        mode: str,
-        k: int,
-        space: str,
-        text: str = "",
-        vector: Sequence[float] | None = None,
-        scope: QueryScope | None = None,
-        **options: object,
-    ) -> list[Hit]:
-        if mode != "vector" or vector is None:
-            raise QueryError(f"the memory store supports vector search only, not mode={mode!r}")
-        return self.query(collection, vector, k, space=space, scope=scope)
+        source_id: str | None = None,
+        prefix: str | None = None,
+        tenant: str = "",
+        keep: Container[tuple[str, str]] = (),
+    ) -> int:
+        check_delete_args(source_id, prefix)
+        check_tenant(tenant)
+        with self._lock:
+            docs = self._docs(collection)
+            doomed = [
+                key
+                for key in docs
+                if (tenant is ALL_TENANTS or key[0] == tenant)
+                and (key[1] == source_id if source_id is not None else prefix_matches(key[1], prefix or ""))
+                and key not in keep
+            ]
+            for key in doomed:
+                del docs[key]
+            return len(doomed)
 
-    def _check_space(self, collection: str, space: str) -> None:
-        spaces = {
-            s for stored in self._data.get(collection, {}).values() for s, c in stored.chunks.items() if c
-        }
-        if spaces and space not in spaces:
-            raise ConfigurationError(
-                f"collection {collection!r} is searched in space {space} but the store holds vectors of "
-                f"{', '.join(sorted(spaces))} for it; run `manage.py rag_reindex {collection}`"
+    def record(
+        self,
+        collection: Collection,
+        info: DocumentInfo,
+        *,
+        status: str,
+        reason: str = "",
+        error: str = "",
+        drop_chunks: bool,
+    ) -> Document | None:
+        with self._lock:
+            docs = self._docs(collection)
+            key = (info.tenant, info.source_id)
+            stored = docs.get(key)
+            if stored is None or drop_chunks:
+                docs[key] = _Stored(document=info, chunks={}, status=status)
+            else:
+                stored.status = status if status != "failed" else stored.status
+        return None
+
+    def document(
+        self, collection: Collection, source_id: str, *, tenant: str | None = None
+    ) -> Document | None:
+        return None
+
+    def mark_pending(self, collection: Collection, source_ids: Sequence[str]) -> int:
+        return 0
+
+    def source_ids(self, collection: Collection, *, prefix: str) -> list[tuple[str, str]]:
+        with self._lock:
+            return sorted(
+                (key for key in self._docs(collection) if prefix_matches(key[1], prefix)),
+                key=lambda key: (key[1], key[0]),
             )
 
-    def delete(self, collection: str, *, source_id: str | None = None, prefix: str | None = None) -> int:
-        check_delete_args(source_id, prefix)
+    @contextmanager
+    def locked(self, collection: Collection, keys: Sequence[tuple[str, str]]) -> Iterator[None]:
         with self._lock:
-            docs = self._data.get(str(collection), {})
-            if source_id is not None:
-                return 1 if docs.pop(source_id, None) else 0
-            doomed = [sid for sid in docs if prefix_matches(sid, prefix or "")]
-            for sid in doomed:
-                del docs[sid]
-            return len(doomed)
+            yield
+
+    def outside_space(
+        self, collection: Collection, space: str, *, batch_size: int
+    ) -> Iterator[list[StoredDocument]]:
+        with self._lock:
+            found = [
+                StoredDocument(
+                    stored.document,
+                    space if space in stored.chunks else next(iter(stored.chunks)),
+                    []
+                    if space in stored.chunks
+                    else [replace(c, embedding=None) for c in next(iter(stored.chunks.values()))],
+                )
+                for stored in self._docs(collection).values()
+                if any(s != space for s in stored.chunks)
+            ]
+        for start in range(0, len(found), batch_size):
+            yield found[start : start + batch_size]
+
+    def drop_other_spaces(self, collection: Collection, keys: Sequence[tuple[str, str]], space: str) -> int:
+        dropped = 0
+        with self._lock:
+            docs = self._docs(collection)
+            for key in keys:
+                stored = docs.get(key)
+                if stored is None:
+                    continue
+                for other in [s for s in stored.chunks if s != space]:
+                    dropped += len(stored.chunks.pop(other))
+        return dropped
+
+    def embeddings(self, hits: Sequence[Hit]) -> list[list[float] | None]:
+        return [getattr(hit.chunk, "embedding", None) for hit in hits]
+
+    def check_space(self, collection: Collection, space: str) -> None:
+        with self._lock:
+            spaces = {s for stored in self._docs(collection).values() for s, c in stored.chunks.items() if c}
+        if spaces and space not in spaces:
+            raise ConfigurationError(
+                f"collection {collection.name!r} is searched in space {space} but the store holds vectors of "
+                f"{', '.join(sorted(spaces))} for it; run `manage.py rag_reindex {collection.name}`"
+            )
 
 
 def _in_scope(doc: DocumentInfo, scope: QueryScope) -> bool:

@@ -21,28 +21,30 @@ import functools
 import html
 import re
 import weakref
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
 import psycopg
 from django.db import connections
+from django.db.models import Field, Model
 from django.utils.safestring import SafeString
 
-from ..ddl import IndexSpec, quote_literal
-from ..models import Chunk, Document
+from ..models import Chunk, Collection, Document
+from ..sql import (
+    PREFIX_SEPARATORS,
+    bm25_expression,
+    bm25_factors,
+    escape_like,
+    quote_literal,
+    vector_cast_type,
+)
 from ..types import Hit
-from .adapters import PackedVector, pack, packed_dumper
-from .base import PREFIX_SEPARATORS, QueryScope
-from .instances import RowLoader
-from .pgvector import _raw_connection, _vector_type, escape_like
+from .adapters import PackedVector, pack, packed_dumper, raw_connection, vector_type
+from .base import QueryScope, SearchRequest
 
-__all__ = ["SearchRequest", "bm25_expression", "bm25_factors", "build_sql", "fetch_rows", "run_search"]
-
-# BM25 parameters (Robertson/Sparck Jones, as Lucene and bm25s default them).
-K1 = 1.2
-B = 0.75
+__all__ = ["build_sql", "fetch_rows", "run_search"]
 
 _CHUNK_FIELDS = [f for f in Chunk._meta.concrete_fields if f.attname not in ("embedding", "search_vector")]
 _DOCUMENT_FIELDS = list(Document._meta.concrete_fields)
@@ -53,43 +55,6 @@ _COLUMNS = f"{_CHUNK_COLUMNS}, {_DOCUMENT_COLUMNS}"
 # text rank, headline, chunk..., document...).
 _VECTOR_PREFIX, _PREFIX = 1, 4
 _MARK_START, _MARK_STOP = "\x02", "\x03"
-
-
-@dataclass
-class SearchRequest:
-    """Everything one search needs, already validated by ``django_rag.retrieval``."""
-
-    mode: str
-    collection_id: int
-    text_config: str
-    space: str
-    k: int
-    text: str = ""
-    vector: Sequence[float] | None = None
-    scope: QueryScope = field(default_factory=QueryScope)
-    candidates: int = 50
-    rrf_k: int = 60
-    weights: tuple[float, float] = (1.0, 1.0)
-    syntax: str = "plain"
-    ef_search: int = 40
-    snippets: bool = True
-
-
-def bm25_factors(df: str, n: str, avgdl: str) -> tuple[str, str, str]:
-    """A term's BM25 factors ``(w, c1, c2)`` as SQL: ``w`` = idf * (k1 + 1), ``c1`` = k1 * (1 - b),
-    ``c2`` = k1 * b / avgdl, so that a posting weighs ``bm25_expression(tf, dl, w, c1, c2)``."""
-    # float8 literals: bare decimals are numeric in PostgreSQL, and numeric math is ~10x slower.
-    k1, b = f"{K1}::float8", f"{B}::float8"
-    return (
-        f"ln(1 + ({n} - {df} + 0.5::float8) / ({df} + 0.5::float8)) * ({k1} + 1)",
-        f"{k1} * (1 - {b})",
-        f"{k1} * {b} / {avgdl}",
-    )
-
-
-def bm25_expression(tf: str, dl: str, w: str, c1: str, c2: str) -> str:
-    """The BM25 weight of one posting as SQL, from its term's ``bm25_factors`` (every text query)."""
-    return f"{w} * {tf} / ({tf} + {c1} + {c2} * {dl})"
 
 
 def _filters(scope: QueryScope, params: dict[str, Any]) -> str:
@@ -118,17 +83,10 @@ def _filters(scope: QueryScope, params: dict[str, Any]) -> str:
     return sql
 
 
-@functools.cache
-def _cast(dimensions: int) -> str:
-    """The type a space's index casts its vectors to (``rag_migration``), plain vector if none."""
-    spec = IndexSpec("", dimensions)
-    return spec.column_type if spec.indexable else "vector"
-
-
 def _distance(request: SearchRequest, params: dict[str, Any]) -> tuple[str, str]:
     """The cosine distance expression over the space's index cast, and the ``min_score`` floor."""
     vector = request.vector or []
-    typed = _cast(len(vector))
+    typed = vector_cast_type(len(vector))
     params["vector"] = pack(vector)
     distance = f"(c.embedding::{typed}) <=> (%(vector)s::vector::{typed})"
     floor = ""
@@ -151,7 +109,6 @@ vranked AS (SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS vr
 
 def _text_leg(request: SearchRequest, params: dict[str, Any], filters: str, space: str) -> str:
     params["text"] = request.text
-    params["config"] = request.text_config
     matcher = ""
     if request.syntax == "websearch":
         matcher = " AND c.search_vector @@ websearch_to_tsquery(%(config)s::regconfig, %(text)s)"
@@ -204,7 +161,7 @@ txt AS MATERIALIZED (
 tranked AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS trank FROM txt)"""
 
 
-def build_sql(request: SearchRequest) -> tuple[str, dict[str, Any]]:
+def build_sql(collection: Collection, request: SearchRequest) -> tuple[str, dict[str, Any]]:
     """The statement of one search and its parameters.
 
     Vector mode is one flat SELECT over the space's index (see ``_vector_sql``); text and
@@ -217,12 +174,12 @@ def build_sql(request: SearchRequest) -> tuple[str, dict[str, Any]]:
     # generic plan can only use the space's partial index if it sees the literal.
     space = quote_literal(request.space)
     if request.mode == "vector":
-        return _vector_sql(request, params, filters, space), params
+        return _vector_sql(collection, request, params, filters, space), params
     params.update(
-        collection=request.collection_id,
+        collection=collection.pk,
         candidates=request.candidates if request.mode == "hybrid" else request.k,
         k=request.k,
-        config=request.text_config,
+        config=collection.text_config,
         # Highlighting matches any query word, whatever the search syntax.
         highlight=" or ".join(re.findall(r"\w+", request.text)) or "",
     )
@@ -257,7 +214,9 @@ ORDER BY f.score DESC, f.id"""
     return sql, params
 
 
-def _vector_sql(request: SearchRequest, params: dict[str, Any], filters: str, space: str) -> str:
+def _vector_sql(
+    collection: Collection, request: SearchRequest, params: dict[str, Any], filters: str, space: str
+) -> str:
     """Vector mode: the k nearest chunks over the space's index, joined to their documents.
 
     No CTE and no window (ranks come from the row order, see ``run_search``), so it is cheap to
@@ -275,7 +234,7 @@ def _vector_sql(request: SearchRequest, params: dict[str, Any], filters: str, sp
         # v.* is the distance, then the chunk's columns in _CHUNK_FIELDS order.
         f"SELECT v.*, {_DOCUMENT_COLUMNS} FROM ("
         f"SELECT {distance} AS distance, {_CHUNK_COLUMNS} FROM django_rag_chunk AS c"
-        f" WHERE c.collection_id = {int(request.collection_id)} AND c.space = {space}{filters}{floor}"
+        f" WHERE c.collection_id = {int(collection.pk)} AND c.space = {space}{filters}{floor}"
         f" ORDER BY distance LIMIT {int(request.k)}) AS v"
         " JOIN django_rag_document AS d ON d.id = v.document_id"
     )
@@ -312,20 +271,20 @@ _SETTINGS = (
 _packing: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
 
 
-def fetch_rows(request: SearchRequest, using: str) -> list[tuple[Any, ...]]:
+def fetch_rows(collection: Collection, request: SearchRequest, using: str) -> list[tuple[Any, ...]]:
     """The result rows of one search: its index settings and its statement in one round trip.
 
     No BEGIN/COMMIT around them: the statements of a pipeline share one transaction up to its
     Sync (an implicit one in autocommit mode, else the caller's), so the ``set_config(...,
     true)`` settings (SET LOCAL) end with the search and never reach the session.
     """
-    sql, params = build_sql(request)
+    sql, params = build_sql(collection, request)
     ef = str(max(request.ef_search, request.candidates if request.mode == "hybrid" else request.k))
-    raw = _raw_connection(using)
+    raw = raw_connection(using)
     if raw not in _packing:
         # On the connection, once: PackedVector is django-rag's own type, so no one else's
         # adaptation changes, and no cursor pays for a copy of the adapters map.
-        raw.adapters.register_dumper(PackedVector, packed_dumper(_vector_type(raw).oid))
+        raw.adapters.register_dumper(PackedVector, packed_dumper(vector_type(raw).oid))
         _packing.add(raw)
     with psycopg.Cursor(raw) as setup, psycopg.Cursor(raw) as cur:
         with raw.pipeline():
@@ -336,29 +295,26 @@ def fetch_rows(request: SearchRequest, using: str) -> list[tuple[Any, ...]]:
         return cur.fetchall()
 
 
-def run_search(request: SearchRequest, using: str) -> list[Hit]:
-    """Run one search; its hits carry Chunk and Document instances as the ORM builds them."""
-    rows = fetch_rows(request, using)
+def run_search(collection: Collection, request: SearchRequest, using: str) -> list[Hit]:
+    """Run one search; its hits carry Chunk and Document instances built by ``Model.from_db``."""
+    rows = fetch_rows(collection, request, using)
     if request.mode == "vector":
         # relaxed_order may return neighbours slightly out of order; ties go to the lower id.
         rows.sort(key=_DISTANCE_ID)
         prefix = _VECTOR_PREFIX
     else:
         prefix = _PREFIX
-    connection = connections[using]
-    chunks, documents = _loaders(using, prefix)
-    # Whether init signals have receivers, asked once per search rather than per instance.
-    chunk_direct, document_direct = chunks.can_skip_init(), documents.can_skip_init()
+    chunks, documents = _builders(using, prefix)
     document_at = prefix + _CHUNK_DOCUMENT_ID
     # Hits of one document share its instance (as prefetch_related would): built once per search.
-    by_document: dict[Any, Any] = {}
+    by_document: dict[Any, Document] = {}
     hits = []
     for rank, row in enumerate(rows, 1):
-        chunk = chunks.build(row, connection, chunk_direct)
+        chunk = chunks(row)
         document = by_document.get(row[document_at])
         if document is None:
-            document = by_document[row[document_at]] = documents.build(row, connection, document_direct)
-        chunk._state.fields_cache["document"] = document
+            document = by_document[row[document_at]] = documents(row)
+        chunk.document = document  # the foreign key's own cache: no query when it is read
         if prefix == _VECTOR_PREFIX:
             score, vrank, trank = 1.0 - row[0], rank, None
             # None: the chunk's opening, made if the snippet is read (see types.Hit).
@@ -385,20 +341,46 @@ _CHUNK_DOCUMENT_ID = [f.attname for f in _CHUNK_FIELDS].index("document_id")
 _DISTANCE_ID = itemgetter(0, _VECTOR_PREFIX + [f.attname for f in _CHUNK_FIELDS].index("id"))
 
 
-_loaders_by_alias: dict[tuple[str, int], tuple[RowLoader, RowLoader]] = {}
+@dataclass(frozen=True)
+class _Builder:
+    """Builds one model's instances from its columns of a result row, as a QuerySet would:
+    each value through its field's database converters, then ``Model.from_db``."""
+
+    model: type[Model]
+    using: str
+    names: tuple[str, ...]
+    start: int
+    # (position in the row, converters) of the fields that have any (JSON, arrays of JSON...).
+    converters: tuple[tuple[int, tuple[Callable[..., Any], ...], Any], ...]
+
+    def __call__(self, row: tuple[Any, ...]) -> Any:
+        values = list(row[self.start : self.start + len(self.names)])
+        connection = connections[self.using]
+        for position, converters, expression in self.converters:
+            value = values[position]
+            for converter in converters:
+                value = converter(value, expression, connection)
+            values[position] = value
+        return self.model.from_db(self.using, self.names, values)
 
 
-def _loaders(using: str, prefix: int) -> tuple[RowLoader, RowLoader]:
-    """The chunk and document loaders of a row layout, resolved once per database alias."""
-    key = (using, prefix)
-    found = _loaders_by_alias.get(key)
-    if found is None:
-        split = prefix + len(_CHUNK_FIELDS)
-        found = _loaders_by_alias[key] = (
-            RowLoader(Chunk, _CHUNK_FIELDS, prefix, using),
-            RowLoader(Document, _DOCUMENT_FIELDS, split, using),
-        )
-    return found
+def _builder(model: type[Model], fields: list[Field[Any, Any]], start: int, using: str) -> _Builder:
+    connection = connections[using]
+    converters = []
+    for position, field in enumerate(fields):
+        expression = field.get_col(model._meta.db_table)
+        found = tuple(connection.ops.get_db_converters(expression) + field.get_db_converters(connection))
+        if found:
+            converters.append((position, found, expression))
+    names = tuple(f.attname for f in fields)
+    return _Builder(model, using, names, start, tuple(converters))
+
+
+@functools.cache
+def _builders(using: str, prefix: int) -> tuple[_Builder, _Builder]:
+    """The chunk and document builders of a row layout, resolved once per database alias."""
+    split = prefix + len(_CHUNK_FIELDS)
+    return _builder(Chunk, _CHUNK_FIELDS, prefix, using), _builder(Document, _DOCUMENT_FIELDS, split, using)
 
 
 def _snippet(headline: str) -> SafeString:

@@ -10,33 +10,45 @@ fixed number of statements per batch of documents, never one per row.
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Sequence
+from collections.abc import Collection as Container
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from itertools import islice
 from typing import Any
 
 import psycopg
 from django.contrib.contenttypes.models import ContentType
 from django.db import connections, transaction
+from django.db.models import Exists, OuterRef, Q
 from pgvector.psycopg.vector import register_vector_info
-from psycopg.types import TypeInfo
 from psycopg.types.json import Jsonb
 
 from ..conf import rag_settings
 from ..dberrors import translate_db_errors
 from ..exceptions import ConfigurationError
 from ..models import Chunk, Collection, Document
+from ..sql import prefix_q
 from ..types import ChunkData, Hit, SyncResult
-from .adapters import pack, register_packed_vectors
-from .base import PREFIX_SEPARATORS, DocumentInfo, QueryScope, check_delete_args, diff_chunks
+from .adapters import pack, raw_connection, register_packed_vectors, vector_type
+from .base import (
+    ALL_TENANTS,
+    DocumentInfo,
+    SearchRequest,
+    StoredDocument,
+    check_delete_args,
+    check_tenant,
+    diff_chunks,
+    last_wins,
+)
+from .pgsearch import run_search
 
-__all__ = ["PgVectorStore", "escape_like", "lock_documents", "prefix_q"]
-
-_vector_info: weakref.WeakKeyDictionary[psycopg.Connection[Any], TypeInfo] = weakref.WeakKeyDictionary()
+__all__ = ["PgVectorStore", "lock_documents"]
 
 _LOCK = """
 SELECT count(pg_advisory_xact_lock(hashtextextended(s, %s::bigint)))
 FROM (SELECT s FROM unnest(%s::text[]) AS s ORDER BY s) AS ordered
 """
+
 
 _UPSERT_DOCUMENTS = """
 INSERT INTO django_rag_document
@@ -50,13 +62,13 @@ FROM unnest(%(source_id)b::text[], %(title)b::text[], %(source)b::text[], %(cont
             %(owner_type)b::int4[], %(owner_id)b::text[], %(content_hash)b::text[], %(page_count)b::int4[])
      AS d(source_id, title, source, content_type, loader, metadata, tags, tenant, owner_type, owner_id,
           content_hash, page_count)
-ON CONFLICT (collection_id, source_id) DO UPDATE SET
+ON CONFLICT (collection_id, tenant, source_id) DO UPDATE SET
     title = EXCLUDED.title, source = EXCLUDED.source, content_type = EXCLUDED.content_type,
     loader = EXCLUDED.loader, metadata = EXCLUDED.metadata, tags = EXCLUDED.tags, tenant = EXCLUDED.tenant,
     owner_type_id = EXCLUDED.owner_type_id, owner_id = EXCLUDED.owner_id, status = 'indexed',
     status_reason = '', error = '', content_hash = EXCLUDED.content_hash, page_count = EXCLUDED.page_count,
     updated_at = now()
-RETURNING source_id, id
+RETURNING tenant, source_id, id
 """
 
 _SYNC_SCOPE = """
@@ -90,49 +102,28 @@ WHERE t.id = c.id
 """
 
 
-def lock_documents(cursor: Any, collection_id: int, source_ids: Sequence[str]) -> None:
+def lock_documents(cursor: Any, collection_id: int, keys: Sequence[tuple[str, str]]) -> None:
     """Take the transaction-scoped advisory locks that serialize writes to these documents.
 
-    Every writer of a document (the store's sync, media ingestion's skip/failure records) uses
-    this one key; locks are taken in sorted order so two batches never deadlock.
+    Every writer of a document (a sync, a skip or failure record, a removal) takes this one key
+    per ``(tenant, source_id)``; locks are taken in sorted order so two batches never deadlock.
     """
-    cursor.execute(_LOCK, [collection_id, sorted(set(source_ids))])
-
-
-def escape_like(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def prefix_q(field: str, prefix: str) -> Any:
-    """A Q object matching ``prefix`` by whole segments (see ``prefix_matches``); wildcards are literal."""
-    from django.db.models import Q
-
-    # Django's startswith escapes %, _ and \ itself; the separators keep "docs" from matching "docs2".
-    if prefix.endswith(PREFIX_SEPARATORS):
-        return Q(**{f"{field}__startswith": prefix})
-    q = Q(**{field: prefix})
-    for sep in PREFIX_SEPARATORS:
-        q |= Q(**{f"{field}__startswith": prefix + sep})
-    return q
+    # The tenant's length first, so that no two (tenant, source_id) pairs make the same key text.
+    names = sorted({f"{len(tenant)}:{tenant}:{source_id}" for tenant, source_id in keys})
+    cursor.execute(_LOCK, [collection_id, names])
 
 
 class PgVectorStore:
     """Document and Chunk rows through the Django ORM (raw SQL only for the bulk statements)."""
 
-    @property
-    def using(self) -> str:
-        return rag_settings.DATABASE
-
-    def upsert(
-        self, collection: str, document: DocumentInfo, chunks: Sequence[ChunkData], *, space: str
-    ) -> SyncResult:
-        return self.upsert_many(collection, [(document, chunks)], space=space)
+    def __init__(self, using: str | None = None) -> None:
+        self.using = using or rag_settings.DATABASE
 
     def upsert_many(
-        self, collection: str, items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]], *, space: str
+        self, collection: Collection, items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]], *, space: str
     ) -> SyncResult:
         """``upsert`` for a batch of documents: one transaction and a fixed number of statements."""
-        items = _last_wins(items)
+        items = last_wins(items)
         for document, chunks in items:
             for chunk in chunks:
                 if chunk.embedding is None:
@@ -142,15 +133,14 @@ class PgVectorStore:
         result = SyncResult(documents=len(items))
         if not items:
             return result
+        coll = collection
         with translate_db_errors(self.using), transaction.atomic(using=self.using):
-            coll = _collection(collection, self.using)
-            raw = _raw_connection(self.using)
+            raw = raw_connection(self.using)
             with psycopg.Cursor(raw) as cur:
-                register_packed_vectors(cur, _vector_type(raw))
-                # Sorted, so two batches sharing documents always lock in the same order (no deadlock).
-                lock_documents(cur, coll.pk, [doc.source_id for doc, _ in items])
+                register_packed_vectors(cur, vector_type(raw))
+                lock_documents(cur, coll.pk, [(doc.tenant, doc.source_id) for doc, _ in items])
                 cur.execute(_UPSERT_DOCUMENTS, {"collection": coll.pk, **self._document_columns(items)})
-                doc_ids = dict(cur.fetchall())
+                doc_ids = {(tenant, source_id): pk for tenant, source_id, pk in cur.fetchall()}
                 cur.execute(
                     "SELECT id, document_id, content_hash FROM django_rag_chunk "
                     "WHERE document_id = ANY(%s) AND space = %s",
@@ -164,8 +154,10 @@ class PgVectorStore:
                 added_docs: list[int] = []
                 added: list[ChunkData] = []
                 removed: list[int] = []
+                documents: dict[int, DocumentInfo] = {}
                 for document, chunks in items:
-                    doc_id = doc_ids[document.source_id]
+                    doc_id = doc_ids[(document.tenant, document.source_id)]
+                    documents[doc_id] = document
                     doc_kept, doc_added, doc_removed = diff_chunks(existing.get(doc_id, []), chunks)
                     kept_ids += [key for key, _ in doc_kept]
                     kept += [chunk for _, chunk in doc_kept]
@@ -179,7 +171,6 @@ class PgVectorStore:
                 if kept:
                     cur.execute(_UPDATE_KEPT, {"id": kept_ids, **_columns(kept, with_text=False)})
                 if added and not coll.text_search:
-                    documents = {doc_ids[doc.source_id]: doc for doc, _ in items}
                     _copy_chunks(cur, coll.pk, space, added_docs, documents, added)
                 elif added:
                     cur.execute(
@@ -199,15 +190,7 @@ class PgVectorStore:
         self, items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]]
     ) -> dict[str, list[Any]]:
         docs = [doc for doc, _ in items]
-        owner_types: list[int | None] = []
-        owner_ids: list[str | None] = []
-        for doc in docs:
-            if doc.owner is not None:
-                owner_types.append(ContentType.objects.db_manager(self.using).get_for_model(doc.owner).pk)
-                owner_ids.append(str(doc.owner.pk))
-            else:
-                owner_types.append(doc.owner_type_id)
-                owner_ids.append(doc.owner_id)
+        owners = [self._owner(doc) for doc in docs]
         return {
             "source_id": [d.source_id for d in docs],
             "title": [d.title[:1024] for d in docs],
@@ -218,108 +201,240 @@ class PgVectorStore:
             # text[][] must be rectangular, so each document's tags travel as one JSON array.
             "tags": [Jsonb(list(d.tags)) for d in docs],
             "tenant": [d.tenant for d in docs],
-            "owner_type": owner_types,
-            "owner_id": owner_ids,
+            "owner_type": [owner_type for owner_type, _ in owners],
+            "owner_id": [owner_id for _, owner_id in owners],
             "content_hash": [d.content_hash for d in docs],
             "page_count": [d.page_count for d in docs],
         }
 
-    def vectors_for(self, space: str, hashes: Sequence[str]) -> dict[str, list[float]]:
+    def _owner(self, doc: DocumentInfo) -> tuple[int | None, str | None]:
+        if doc.owner is not None:
+            owner_type = ContentType.objects.db_manager(self.using).get_for_model(type(doc.owner))
+            return owner_type.pk, str(doc.owner.pk)
+        return doc.owner_type_id, doc.owner_id
+
+    def vectors_for(
+        self, collection: Collection, space: str, hashes: Sequence[str], *, tenant: str
+    ) -> dict[str, list[float]]:
         if not hashes:
             return {}
         with translate_db_errors(self.using):
-            raw = _raw_connection(self.using)
+            raw = raw_connection(self.using)
             with psycopg.Cursor(raw) as cur:
-                register_vector_info(cur, _vector_type(raw))
+                register_vector_info(cur, vector_type(raw))
                 cur.execute(
                     "SELECT DISTINCT ON (content_hash) content_hash, embedding FROM django_rag_chunk "
-                    "WHERE space = %s AND content_hash = ANY(%s)",
-                    [space, list(set(hashes))],
+                    "WHERE space = %s AND content_hash = ANY(%s) AND collection_id = %s AND tenant = %s",
+                    [space, list(set(hashes)), collection.pk, tenant],
                     binary=True,
                 )
                 return {row[0]: row[1].to_list() for row in cur.fetchall()}
 
-    def query(
-        self, collection: str, vector: Sequence[float], k: int, *, space: str, scope: QueryScope | None = None
-    ) -> list[Hit]:
-        return self.search(collection, mode="vector", k=k, space=space, vector=vector, scope=scope)
-
-    def search(
-        self,
-        collection: str,
-        *,
-        mode: str,
-        k: int,
-        space: str,
-        text: str = "",
-        vector: Sequence[float] | None = None,
-        scope: QueryScope | None = None,
-        **options: Any,
-    ) -> list[Hit]:
+    def search(self, collection: Collection, request: SearchRequest) -> list[Hit]:
         """Vector, text (BM25) or hybrid (RRF) search in one statement; see ``pgsearch``."""
-        from .pgsearch import SearchRequest, run_search
-
         with translate_db_errors(self.using):
-            coll = _collection(collection, self.using)
-            request = SearchRequest(
-                mode=mode,
-                collection_id=coll.pk,
-                text_config=coll.text_config,
-                space=space,
-                k=k,
-                text=text,
-                vector=vector,
-                scope=scope or QueryScope(),
-                ef_search=rag_settings.EF_SEARCH,
-                **options,
-            )
-            hits = run_search(request, self.using)
-            if not hits and mode != "text":
-                _check_space(coll, space, self.using)
+            hits = run_search(collection, request, self.using)
+            if not hits and request.mode != "text":
+                self.check_space(collection, request.space)
         return hits
 
-    def delete(self, collection: str, *, source_id: str | None = None, prefix: str | None = None) -> int:
+    def delete(
+        self,
+        collection: Collection,
+        *,
+        source_id: str | None = None,
+        prefix: str | None = None,
+        tenant: str = "",
+        keep: Container[tuple[str, str]] = (),
+    ) -> int:
         check_delete_args(source_id, prefix)
+        check_tenant(tenant)
         with translate_db_errors(self.using), transaction.atomic(using=self.using):
-            coll = _collection(collection, self.using)
-            docs = Document.objects.using(self.using).filter(collection=coll)
+            docs = Document.objects.using(self.using).filter(collection=collection)
+            if tenant is not ALL_TENANTS:
+                docs = docs.filter(tenant=tenant)
             docs = (
                 docs.filter(source_id=source_id)
                 if source_id is not None
                 else docs.filter(prefix_q("source_id", prefix or ""))
             )
+            doomed = [(t, s) for t, s in docs.values_list("tenant", "source_id") if (t, s) not in keep]
+            if not doomed:
+                return 0
+            with connections[self.using].cursor() as cursor:
+                lock_documents(cursor, collection.pk, doomed)
+            doomed_docs = (
+                Document.objects.using(self.using).filter(collection=collection).filter(_keys_q(doomed))
+            )
             # Chunks first in one statement, so the cascade does not walk them row by row.
-            Chunk.objects.using(self.using).filter(document__in=docs.values("pk")).delete()
-            return docs.delete()[1].get(Document._meta.label, 0)
+            Chunk.objects.using(self.using).filter(document__in=doomed_docs.values("pk")).delete()
+            return doomed_docs.delete()[1].get(Document._meta.label, 0)
 
+    def record(
+        self,
+        collection: Collection,
+        info: DocumentInfo,
+        *,
+        status: str,
+        reason: str = "",
+        error: str = "",
+        drop_chunks: bool,
+    ) -> Document:
+        owner_type_id, owner_id = self._owner(info)
+        state = {"status": status, "status_reason": reason[:100], "error": error}
+        described: dict[str, Any] = {
+            "title": (info.title or info.source_id)[:1024],
+            "source": info.source,
+            "content_type": info.content_type[:255],
+            "tags": list(info.tags),
+            "owner_type_id": owner_type_id,
+            "owner_id": owner_id,
+        }
+        with translate_db_errors(self.using), self.locked(collection, [(info.tenant, info.source_id)]):
+            documents = Document.objects.using(self.using)
+            key = {"collection": collection, "tenant": info.tenant, "source_id": info.source_id}
+            if drop_chunks:
+                fields = {**state, **described, "content_hash": "", "page_count": None}
+                document, _ = documents.update_or_create(**key, defaults=fields)
+                Chunk.objects.using(self.using).filter(document=document).delete()
+            else:
+                document, _ = documents.update_or_create(
+                    **key, defaults=state, create_defaults={**state, **described}
+                )
+        return document
 
-def _collection(name: str | Collection, using: str) -> Collection:
-    from ..api import collection
+    def document(
+        self, collection: Collection, source_id: str, *, tenant: str | None = None
+    ) -> Document | None:
+        documents = Document.objects.using(self.using).filter(collection=collection, source_id=source_id)
+        if tenant is not None:
+            documents = documents.filter(tenant=tenant)
+        return documents.order_by("-updated_at").first()
 
-    # Callers holding the row already (Collection.search) save the lookup's round trip.
-    return name if isinstance(name, Collection) else collection(name, using=using)
-
-
-def _last_wins(
-    items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]],
-) -> list[tuple[DocumentInfo, Sequence[ChunkData]]]:
-    """One entry per source_id: a batch naming a document twice syncs it to its last version."""
-    return list({doc.source_id: (doc, chunks) for doc, chunks in items}.values())
-
-
-def _check_space(coll: Collection, space: str, using: str) -> None:
-    """An empty result because the collection holds another space's vectors is a configuration error."""
-    chunks = Chunk.objects.using(using).filter(collection=coll)
-    if chunks.filter(space=space).exists():
-        return
-    other = chunks.exclude(space=space).values_list("space", flat=True).first()
-    if other is not None:
-        held = other.rpartition(":")[2]
-        raise ConfigurationError(
-            f"collection {coll.name!r} uses embedder {coll.embedder!r} ({space}, "
-            f"{space.rpartition(':')[2]} dims) but the store holds {held}-dim vectors of {other} for it; "
-            f"run `manage.py rag_reindex {coll.name}`"
+    def mark_pending(self, collection: Collection, source_ids: Sequence[str]) -> int:
+        return (
+            Document.objects.using(self.using)
+            .filter(collection=collection, source_id__in=list(source_ids))
+            .exclude(status=Document.Status.PENDING)
+            .update(status=Document.Status.PENDING)
         )
+
+    def source_ids(self, collection: Collection, *, prefix: str) -> list[tuple[str, str]]:
+        return list(
+            Document.objects.using(self.using)
+            .filter(collection=collection)
+            .filter(prefix_q("source_id", prefix))
+            .order_by("source_id", "tenant")
+            .values_list("tenant", "source_id")
+        )
+
+    @contextmanager
+    def locked(self, collection: Collection, keys: Sequence[tuple[str, str]]) -> Iterator[None]:
+        with transaction.atomic(using=self.using):
+            with connections[self.using].cursor() as cursor:
+                lock_documents(cursor, collection.pk, keys)
+            yield
+
+    def outside_space(
+        self, collection: Collection, space: str, *, batch_size: int
+    ) -> Iterator[list[StoredDocument]]:
+        chunks = Chunk.objects.using(self.using)
+        stale = chunks.filter(document=OuterRef("pk")).exclude(space=space)
+        pending = (
+            Document.objects.using(self.using)
+            .filter(collection=collection)
+            .filter(Exists(stale))
+            .order_by("pk")
+        )
+        iterator = pending.iterator(chunk_size=batch_size)
+        while batch := list(islice(iterator, batch_size)):
+            rows = chunks.filter(document__in=batch).defer("embedding", "search_vector")
+            by_doc: dict[int, dict[str, list[Chunk]]] = {}
+            for row in rows.order_by("document_id", "space", "index"):
+                by_doc.setdefault(row.document_id, {}).setdefault(row.space, []).append(row)
+            stored = []
+            for doc in batch:
+                spaces = by_doc.get(doc.pk, {})
+                if space in spaces:
+                    stored.append(StoredDocument(_stored_info(doc), space, []))  # current: stale spaces go
+                    continue
+                # Several old spaces: take the one written last.
+                old_space, source = max(spaces.items(), key=lambda item: max(c.pk for c in item[1]))
+                stored.append(StoredDocument(_stored_info(doc), old_space, [_chunk_data(c) for c in source]))
+            yield stored
+
+    def drop_other_spaces(self, collection: Collection, keys: Sequence[tuple[str, str]], space: str) -> int:
+        if not keys:
+            return 0
+        documents = Document.objects.using(self.using).filter(collection=collection).filter(_keys_q(keys))
+        deleted, _ = (
+            Chunk.objects.using(self.using)
+            .filter(document__in=documents.values("pk"))
+            .exclude(space=space)
+            .delete()
+        )
+        return deleted
+
+    def embeddings(self, hits: Sequence[Hit]) -> list[list[float] | None]:
+        ids = [hit.chunk.pk for hit in hits if isinstance(hit.chunk, Chunk)]
+        found = dict(Chunk.objects.using(self.using).filter(pk__in=ids).values_list("pk", "embedding"))
+        vectors: list[list[float] | None] = []
+        for hit in hits:
+            chunk = hit.chunk
+            vector = found.get(chunk.pk) if isinstance(chunk, Chunk) else chunk.embedding
+            vectors.append(None if vector is None else [float(x) for x in vector])
+        return vectors
+
+    def check_space(self, collection: Collection, space: str) -> None:
+        """An empty result because the collection holds another space's vectors is a configuration error."""
+        chunks = Chunk.objects.using(self.using).filter(collection=collection)
+        if chunks.filter(space=space).exists():
+            return
+        other = chunks.exclude(space=space).values_list("space", flat=True).first()
+        if other is not None:
+            raise ConfigurationError(
+                f"collection {collection.name!r} uses embedder {collection.embedder!r} ({space}, "
+                f"{space.rpartition(':')[2]} dims) but the store holds "
+                f"{other.rpartition(':')[2]}-dim vectors of {other} for it; "
+                f"run `manage.py rag_reindex {collection.name}`"
+            )
+
+
+def _keys_q(keys: Sequence[tuple[str, str]]) -> Q:
+    q = Q(pk__in=[])
+    for tenant, source_id in keys:
+        q |= Q(tenant=tenant, source_id=source_id)
+    return q
+
+
+def _stored_info(doc: Document) -> DocumentInfo:
+    return DocumentInfo(
+        source_id=doc.source_id,
+        title=doc.title,
+        source=doc.source,
+        content_type=doc.content_type,
+        loader=doc.loader,
+        metadata=doc.metadata,
+        tags=list(doc.tags),
+        tenant=doc.tenant,
+        content_hash=doc.content_hash,
+        page_count=doc.page_count,
+        owner_type_id=doc.owner_type_id,
+        owner_id=doc.owner_id,
+    )
+
+
+def _chunk_data(chunk: Chunk) -> ChunkData:
+    return ChunkData(
+        index=chunk.index,
+        content=chunk.content,
+        content_hash=chunk.content_hash,
+        token_count=chunk.token_count,
+        page=chunk.page,
+        char_start=chunk.char_start,
+        char_end=chunk.char_end,
+        metadata=chunk.metadata,
+    )
 
 
 def _columns(chunks: Sequence[ChunkData], *, with_text: bool) -> dict[str, list[Any]]:
@@ -343,8 +458,22 @@ COPY django_rag_chunk (document_id, collection_id, tenant, tags, space, "index",
                        token_count, page, char_start, char_end, metadata, embedding)
 FROM STDIN (FORMAT BINARY)
 """
-_COPY_TYPES = ["int8", "int8", "varchar", "varchar[]", "varchar", "int4", "text", "varchar", "int4", "int4",
-               "int4", "int4", "jsonb", "vector"]
+_COPY_TYPES = [
+    "int8",
+    "int8",
+    "varchar",
+    "varchar[]",
+    "varchar",
+    "int4",
+    "text",
+    "varchar",
+    "int4",
+    "int4",
+    "int4",
+    "int4",
+    "jsonb",
+    "vector",
+]
 
 
 def _copy_chunks(
@@ -365,28 +494,21 @@ def _copy_chunks(
         copy.set_types(_COPY_TYPES)
         for doc_id, chunk in zip(doc_ids, chunks, strict=True):
             document = documents[doc_id]
-            copy.write_row((
-                doc_id, collection_id, document.tenant, list(document.tags), space, chunk.index,
-                chunk.content, chunk.content_hash, chunk.token_count, chunk.page, chunk.char_start,
-                chunk.char_end, Jsonb(chunk.metadata), pack(chunk.embedding),
-            ))
-
-
-def _raw_connection(using: str) -> psycopg.Connection[Any]:
-    wrapper = connections[using]
-    wrapper.ensure_connection()
-    return wrapper.connection
-
-
-def _vector_type(conn: psycopg.Connection[Any]) -> TypeInfo:
-    info = _vector_info.get(conn)
-    if info is None:
-        info = TypeInfo.fetch(conn, "vector")
-        if info is None:
-            raise ConfigurationError(
-                "the pgvector extension is not installed in this database; "
-                "run `manage.py migrate django_rag` "
-                "(it runs CREATE EXTENSION vector) or ask a superuser to run CREATE EXTENSION vector"
+            copy.write_row(
+                (
+                    doc_id,
+                    collection_id,
+                    document.tenant,
+                    list(document.tags),
+                    space,
+                    chunk.index,
+                    chunk.content,
+                    chunk.content_hash,
+                    chunk.token_count,
+                    chunk.page,
+                    chunk.char_start,
+                    chunk.char_end,
+                    Jsonb(chunk.metadata),
+                    pack(chunk.embedding),
+                )
             )
-        _vector_info[conn] = info
-    return info

@@ -7,7 +7,7 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from django_rag.admin import reindex_selected
-from django_rag.media import document_for
+from django_rag.ingest.rows import document_for
 
 from .models import Attachment
 

@@ -31,7 +31,9 @@ class Command(BaseCommand):
             raise CommandError(_("--stream and --json cannot be combined"))
         try:
             prompt = prepare(
-                get_collection(options["collection"]), options["question"], **search_options(options)
+                get_collection(options["collection"], options["database"]),
+                options["question"],
+                **search_options(options),
             )
             answer = self._stream(prompt) if options["stream"] else answer_prompt(prompt)
         except RagError as exc:

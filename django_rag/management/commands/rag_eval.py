@@ -9,9 +9,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from django_rag.api import collection
-from django_rag.evaluation import evaluate, index_dataset, load_beir
 from django_rag.exceptions import RagError
-from django_rag.retrieval import MODES
+from django_rag.management.options import add_database_argument
+from django_rag.search import MODES
+from django_rag.search.evaluation import evaluate, index_dataset, load_beir
 
 
 class Command(BaseCommand):
@@ -31,6 +32,7 @@ class Command(BaseCommand):
         parser.add_argument("--chunk-size", type=int, help="Chunk size (tokens) for a new collection.")
         parser.add_argument("--chunk-overlap", type=int, help="Chunk overlap (tokens) for a new collection.")
         parser.add_argument("--limit-queries", type=int, help="Evaluate only the first N judged queries.")
+        add_database_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         modes = [m.strip() for m in options["modes"].split(",") if m.strip()]
@@ -44,7 +46,11 @@ class Command(BaseCommand):
                 keep = list(dataset.queries)[: options["limit_queries"]]
                 dataset.queries = {q: dataset.queries[q] for q in keep}
             kb = collection(
-                name, create=True, embedder=options["embedder"], text_config=options["text_config"]
+                name,
+                create=True,
+                embedder=options["embedder"],
+                text_config=options["text_config"],
+                using=options["database"],
             )
             chunking = {f: options[f] for f in ("chunk_size", "chunk_overlap") if options[f] is not None}
             if chunking:

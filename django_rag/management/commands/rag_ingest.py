@@ -9,7 +9,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from django_rag.api import collection
 from django_rag.exceptions import RagError
-from django_rag.sources import DEFAULT_MAX_BYTES, SourceOutcome, ingest_sources
+from django_rag.ingest.sources import DEFAULT_MAX_BYTES, SourceOutcome, ingest_sources
+from django_rag.management.options import add_database_argument
 
 
 class Command(BaseCommand):
@@ -27,6 +28,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--batch-size", type=int, default=64, help="Documents per embedding round (64).")
         parser.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES, help="Skip larger files.")
+        add_database_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["batch_size"] < 1:
@@ -42,7 +44,7 @@ class Command(BaseCommand):
                 (bar.write if bar is not None else self.stderr.write)(line)
 
         try:
-            kb = collection(options["collection"])
+            kb = collection(options["collection"], using=options["database"])
             report = ingest_sources(
                 kb,
                 options["sources"],

@@ -8,12 +8,14 @@ from typing import Any
 
 from django.apps import apps
 from django.core.management.base import BaseCommand, CommandError
-from django.db import migrations
+from django.db import DatabaseError, connections, migrations
 from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.writer import MigrationWriter
 
+from django_rag.conf import rag_settings
 from django_rag.ddl import IndexSpec, configured_spaces
 from django_rag.exceptions import RagError
+from django_rag.management.options import add_database_argument
 
 
 class Command(BaseCommand):
@@ -44,6 +46,12 @@ class Command(BaseCommand):
             "keep it under /dev/shm).",
         )
         parser.add_argument("--name", default="rag_indexes", help="Migration name suffix.")
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help="Write nothing; exit non-zero if a configured space has no ANN index in --database.",
+        )
+        add_database_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         for flag in ("m", "ef_construction", "lists"):
@@ -72,6 +80,9 @@ class Command(BaseCommand):
                         "so searches in it stay exact."
                     )
                 )
+        if options["check"]:
+            self._check(specs, options["database"] or rag_settings.DATABASE)
+            return
         concurrently = options["concurrently"]
         statements = [spec.create_sql(concurrently=concurrently) for spec in specs]
         if options["sql"]:
@@ -83,6 +94,23 @@ class Command(BaseCommand):
         if not options["app"]:
             raise CommandError("pass --app APP_LABEL (the site app that will own the migration) or --sql")
         self._write(options["app"], specs, options)
+
+    def _check(self, specs: list[IndexSpec], using: str) -> None:
+        try:
+            with connections[using].cursor() as cursor:
+                cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'django_rag_chunk'")
+                present = {row[0] for row in cursor.fetchall()}
+        except DatabaseError as exc:
+            raise CommandError(f"cannot read the indexes of database {using!r}: {exc}") from exc
+        missing = [spec for spec in specs if spec.name not in present]
+        for spec in specs:
+            state = "missing" if spec in missing else "present"
+            self.stdout.write(f"{spec.space}: {spec.method} index {spec.name} {state} in {using!r}")
+        if missing:
+            raise CommandError(
+                f"{len(missing)} embedding space(s) have no ANN index in {using!r}; run "
+                "`manage.py rag_migration --app <your_app>` then `manage.py migrate`"
+            )
 
     def _write(self, app_label: str, specs: list[IndexSpec], options: dict[str, Any]) -> None:
         try:

@@ -21,10 +21,13 @@ from django.core.management.base import BaseCommand, CommandError
 from django_rag.api import collection
 from django_rag.conf import rag_settings
 from django_rag.exceptions import RagError
-from django_rag.indexing import DEFAULT_BATCH_SIZE, reembed
-from django_rag.ingestion import is_up_to_date, prune_orphans
-from django_rag.media import Registration, enqueue, get_registration, ingest_instance, uses_celery
+from django_rag.ingest.pipeline import DEFAULT_BATCH_SIZE, reembed
+from django_rag.ingest.registration import Registration, get_registration
+from django_rag.ingest.rows import ingest_row, is_up_to_date, prune_orphans
+from django_rag.management.options import add_database_argument
 from django_rag.models import Collection, Document
+from django_rag.stores import get_store
+from django_rag.tasks import enqueue, uses_celery
 
 
 class Command(BaseCommand):
@@ -54,15 +57,15 @@ class Command(BaseCommand):
             action="store_true",
             help="APP.MODEL: enqueue one Celery task per row instead of ingesting here (needs a broker).",
         )
+        add_database_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["batch_size"] < 1:
             raise CommandError("--batch-size must be at least 1")
+        using = options["database"] or rag_settings.DATABASE
+        options["database"] = using
         targets = options["targets"] or sorted(
-            {
-                *rag_settings.COLLECTIONS,
-                *Collection.objects.using(rag_settings.DATABASE).values_list("name", flat=True),
-            }
+            {*rag_settings.COLLECTIONS, *Collection.objects.using(using).values_list("name", flat=True)}
         )
         failed = []
         for target in targets:
@@ -75,8 +78,8 @@ class Command(BaseCommand):
 
     def _collection(self, name: str, options: dict[str, Any]) -> bool:
         try:
-            kb = collection(name)
-            total = Document.objects.using(rag_settings.DATABASE).filter(collection=kb).count()
+            kb = collection(name, using=options["database"])
+            total = Document.objects.using(kb.using).filter(collection=kb).count()
             with _progress(total, name, options["verbosity"]) as bar:
                 result = reembed(kb, batch_size=options["batch_size"], progress=bar)
         except RagError as exc:
@@ -109,7 +112,7 @@ class Command(BaseCommand):
                 while batch := list(islice(iterator, options["batch_size"])):
                     self._batch(registration, batch, options, counts)
                     bar(len(batch))
-            counts["orphans removed"] = prune_orphans(registration)
+            counts["orphans removed"] = prune_orphans(registration, using=options["database"])
         except RagError as exc:
             self.stderr.write(self.style.ERROR(f"{label}: {exc}"))
             return False
@@ -121,24 +124,24 @@ class Command(BaseCommand):
     def _batch(
         self, registration: Registration, batch: list[Any], options: dict[str, Any], counts: Counter[str]
     ) -> None:
-        documents: dict[str, Document] = {}
+        documents: dict[str, Document | None] = {}
         if options["changed_only"]:
-            stored = Document.objects.using(rag_settings.DATABASE).filter(
-                collection=collection(registration.collection),
-                source_id__in=[registration.source_id(row.pk) for row in batch],
-            )
-            documents = {document.source_id: document for document in stored}
-        meta = registration.model._meta
+            kb = collection(registration.collection, using=options["database"])
+            store = get_store(kb.using)
+            documents = {
+                registration.source_id(row.pk): store.document(kb, registration.source_id(row.pk))
+                for row in batch
+            }
         for row in batch:
             if options["changed_only"] and is_up_to_date(
                 registration, row, documents.get(registration.source_id(row.pk))
             ):
                 counts["up to date"] += 1
             elif options["run_async"]:
-                enqueue("ingest", registration.model, row.pk)
+                enqueue("ingest", registration.model, row.pk, using=options["database"])
                 counts["enqueued"] += 1
             else:
-                result = ingest_instance(meta.app_label, meta.model_name, row.pk)
+                result = ingest_row(registration, row.pk, using=options["database"])
                 counts[result.status] += 1
                 if result.status == "failed" and options["verbosity"]:
                     self.stderr.write(self.style.ERROR(f"{registration.source_id(row.pk)}: {result.error}"))

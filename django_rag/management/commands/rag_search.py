@@ -11,7 +11,6 @@ from django.utils.translation import gettext as _
 
 from django_rag.exceptions import RagError
 from django_rag.management.options import add_search_arguments, get_collection, one_line, search_options
-from django_rag.retrieval import search
 from django_rag.types import Hit
 
 
@@ -27,8 +26,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            kb = get_collection(options["collection"])
-            hits = search(kb, options["query"], **search_options(options))
+            kb = get_collection(options["collection"], options["database"])
+            hits = kb.search(options["query"], **search_options(options))
         except RagError as exc:
             raise CommandError(str(exc)) from exc
         if options["json"]:

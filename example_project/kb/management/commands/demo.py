@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 import django_rag as rag
-from django_rag.loaders import load_text
+from django_rag.ingest.loaders import load_text
 
 SAMPLE_DIR = Path(settings.BASE_DIR) / "sample_docs"
 QUERIES = [

@@ -16,13 +16,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .exceptions import ConfigurationError
-from .types import RagDocument, SyncResult
-
-if TYPE_CHECKING:
-    from .models import Collection
+from ..exceptions import ConfigurationError
+from ..ingest.pipeline import index_documents
+from ..models import Collection
+from ..types import RagDocument, SyncResult
+from .query import search
 
 __all__ = ["BeirDataset", "ModeReport", "evaluate", "load_beir", "ndcg_at", "recall_at", "reciprocal_rank_at"]
 
@@ -131,8 +131,6 @@ def index_dataset(
     batch_size: int = 64,
     progress: Callable[[int], None] | None = None,
 ) -> SyncResult:
-    from .indexing import index_documents
-
     total = SyncResult()
     batch: list[RagDocument] = []
     for doc in dataset.documents():
@@ -160,7 +158,7 @@ def evaluate(
         report = ModeReport(mode, 0.0, 0.0, 0.0)
         for query_id, text in dataset.queries.items():
             started = time.perf_counter()
-            hits = collection.search(text, k=chunk_k, mode=mode, snippets=False, **search_options)
+            hits = search(collection, text, k=chunk_k, mode=mode, snippets=False, **search_options)
             report.deep_latencies_ms.append((time.perf_counter() - started) * 1000)
             ranking: list[str] = []
             for hit in hits:
@@ -173,7 +171,7 @@ def evaluate(
         # Latency as a site sees it: k=10, on up to 100 queries.
         for text in list(dataset.queries.values())[:100]:
             started = time.perf_counter()
-            collection.search(text, k=10, mode=mode, **search_options)
+            search(collection, text, k=10, mode=mode, **search_options)
             report.latencies_ms.append((time.perf_counter() - started) * 1000)
         count = max(len(dataset.queries), 1)
         report.ndcg10, report.recall100, report.mrr10 = (

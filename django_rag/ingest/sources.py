@@ -10,14 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .exceptions import LoaderError, OutboundPolicyError
-from .ingestion import EMPTY_TEXT, TOO_LARGE, UNSUPPORTED_TYPE
-from .types import RagDocument, SyncResult
-
-if TYPE_CHECKING:
-    from .models import Collection
+from ..exceptions import LoaderError, OutboundPolicyError
+from ..models import Collection
+from ..types import EMPTY_TEXT, TOO_LARGE, UNSUPPORTED_TYPE, RagDocument, SyncResult
+from .loaders import get_loader, guess_content_type, load_bytes, load_pdf, load_web
+from .pipeline import index_documents
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -76,8 +75,6 @@ def load_source(
     policy: Any = None,
 ) -> SourceOutcome:
     """Load one file path or http(s) URL; never raises for bad content, reports it instead."""
-    from .loaders import guess_content_type, load_bytes, load_pdf, load_web
-
     label = str(source)
     try:
         if isinstance(source, str) and source.startswith(("http://", "https://")):
@@ -116,10 +113,9 @@ def ingest_sources(
     batch_size: int = 64,
     max_bytes: int = DEFAULT_MAX_BYTES,
     progress: Callable[[SourceOutcome], None] | None = None,
+    using: str | None = None,
 ) -> IngestReport:
     """Load every source (files, folders, URLs) and sync what loaded into ``collection`` in batches."""
-    from .indexing import index_documents
-
     report = IngestReport()
     pending: list[RagDocument] = []
     for source in sources:
@@ -141,19 +137,17 @@ def ingest_sources(
             pending += outcome.documents
             if len(pending) >= batch_size:
                 report.sync += index_documents(
-                    collection, pending, tags=list(tags), tenant=tenant, batch_size=batch_size
+                    collection, pending, tags=list(tags), tenant=tenant, batch_size=batch_size, using=using
                 )
                 pending = []
             if progress:
                 progress(outcome)
     if pending:
         report.sync += index_documents(
-            collection, pending, tags=list(tags), tenant=tenant, batch_size=batch_size
+            collection, pending, tags=list(tags), tenant=tenant, batch_size=batch_size, using=using
         )
     return report
 
 
 def _supported(content_type: str) -> bool:
-    from .loaders import get_loader
-
     return get_loader(content_type) is not None

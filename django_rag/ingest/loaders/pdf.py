@@ -9,8 +9,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from ..exceptions import ConfigurationError, LoaderError
-from ..types import RagDocument
+from ...exceptions import ConfigurationError, LoaderError
+from ...types import RagDocument
 from .base import clean_text, content_source_id, make_document
 
 __all__ = ["PAGE_BREAK", "PdfInput", "load_pdf"]

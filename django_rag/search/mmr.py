@@ -3,8 +3,8 @@
 Retrieval often returns near-duplicates (the same paragraph in two versions of a manual); MMR
 trades a little relevance for coverage. Fetch more candidates than you need, then::
 
-    candidates = store.query(collection, vector, fetch_k, space=space, scope=scope)
-    hits = mmr_hits(vector, candidates, k, lambda_=0.5)
+    candidates = kb.search(question, k=fetch_k)
+    hits = mmr_hits(vector, candidates, k, lambda_=0.5, store=get_store())
 
 ``lambda_=1`` is plain relevance ranking, ``0`` is maximal diversity. Vectors are compared by
 cosine similarity in plain Python: a few hundred candidates take milliseconds.
@@ -15,12 +15,11 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
-from .exceptions import QueryError
-
-if TYPE_CHECKING:
-    from .types import Hit
+from ..exceptions import QueryError
+from ..stores import VectorStore
+from ..types import Hit
 
 __all__ = ["embeddings_for", "mmr", "mmr_hits"]
 
@@ -67,40 +66,16 @@ def mmr(
     return [candidates[i][0] for i in picked]
 
 
-def embeddings_for(hits: Sequence[Hit], *, using: str | None = None) -> list[list[float]]:
-    """Each hit's chunk embedding, in order.
-
-    ``ChunkData`` hits (memory store) carry theirs; ``Chunk`` rows come from search with the
-    embedding column deferred (it is the bulk of a row), so theirs are fetched in one query by id.
-    """
-    from .conf import rag_settings
-    from .models import Chunk
-
-    vectors: dict[int, list[float]] = {}
-    missing: list[int] = []
-    for position, hit in enumerate(hits):
-        chunk = hit.chunk
-        if isinstance(chunk, Chunk):
-            if "embedding" in chunk.__dict__ and chunk.embedding is not None:
-                vectors[position] = [float(x) for x in chunk.embedding]
-            else:
-                missing.append(position)
-        elif getattr(chunk, "embedding", None) is not None:
-            vectors[position] = [float(x) for x in chunk.embedding]  # type: ignore[union-attr]
-        else:
-            raise QueryError(f"MMR needs each hit's embedding; hit {position + 1} ({hit.source_id}) has none")
-    if missing:
-        ids = {hits[position].chunk.pk: position for position in missing}  # type: ignore[union-attr]
-        rows = Chunk.objects.using(using or rag_settings.DATABASE).filter(pk__in=list(ids))
-        for pk, embedding in rows.values_list("id", "embedding"):
-            vectors[ids[pk]] = [float(x) for x in embedding]
-        gone = [position for position in missing if position not in vectors]
-        if gone:
-            raise QueryError(
-                f"MMR could not load the embeddings of {len(gone)} hit(s); "
-                "their chunks were deleted or re-indexed since the search"
-            )
-    return [vectors[position] for position in range(len(hits))]
+def embeddings_for(hits: Sequence[Hit], store: VectorStore) -> list[list[float]]:
+    """Each hit's chunk embedding, in order (search leaves them out of hits: ``store.embeddings``)."""
+    vectors = store.embeddings(hits)
+    gone = [position for position, vector in enumerate(vectors) if vector is None]
+    if gone:
+        raise QueryError(
+            f"MMR could not load the embeddings of {len(gone)} hit(s) (first: {hits[gone[0]].source_id}); "
+            "their chunks were deleted or re-indexed since the search"
+        )
+    return [vector for vector in vectors if vector is not None]
 
 
 def mmr_hits(
@@ -109,12 +84,12 @@ def mmr_hits(
     k: int,
     lambda_: float = 0.5,
     *,
-    using: str | None = None,
+    store: VectorStore,
 ) -> list[Hit]:
     """``mmr`` over search hits, loading their embeddings; scores are left as retrieval gave them."""
     if not hits:
         return []
-    return mmr(query_vector, list(zip(hits, embeddings_for(hits, using=using), strict=True)), k, lambda_)
+    return mmr(query_vector, list(zip(hits, embeddings_for(hits, store), strict=True)), k, lambda_)
 
 
 def _unit(vector: Sequence[float]) -> list[float]:

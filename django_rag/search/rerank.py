@@ -7,9 +7,9 @@ in are left untouched (keep that list if you need the retrieval scores). Configu
 ``RAG["RERANKERS"]`` and fetch one with ``get_reranker``::
 
     RAG = {"RERANKERS": {
-        "default": {"BACKEND": "django_rag.rerank.HTTPReranker", "MODEL": "rerank-v3.5",
+        "default": {"BACKEND": "django_rag.search.rerank.HTTPReranker", "MODEL": "rerank-v3.5",
                     "API_KEY": os.environ["COHERE_API_KEY"]},
-        "local": {"BACKEND": "django_rag.rerank.CallableReranker", "FUNCTION": "myapp.scoring.score"},
+        "local": {"BACKEND": "django_rag.search.rerank.CallableReranker", "FUNCTION": "myapp.scoring.score"},
     }}
 """
 
@@ -23,10 +23,11 @@ from typing import Any, Protocol, runtime_checkable
 import requests
 from django.utils.module_loading import import_string
 
-from .backends import load_backend
-from .exceptions import ConfigurationError, QueryError, RerankerError
-from .retry import RetryPolicy, TransientFailure, is_transient_status, retry_after_seconds, retry_call
-from .types import Hit
+from ..backends import load_backend
+from ..conf import on_rag_change, rag_settings
+from ..exceptions import ConfigurationError, QueryError, RerankerError
+from ..retry import RetryPolicy, TransientFailure, is_transient_status, retry_after_seconds, retry_call
+from ..types import Hit
 
 __all__ = ["BaseReranker", "CallableReranker", "HTTPReranker", "Reranker", "get_reranker", "load_reranker"]
 
@@ -207,14 +208,15 @@ def load_reranker(config: dict[str, Any]) -> Reranker:
 
 @functools.cache
 def _cached_reranker(alias: str) -> Reranker:
-    from .conf import rag_settings
-
     rerankers = rag_settings.RERANKERS
     if alias not in rerankers:
         raise ConfigurationError(
             f"no reranker named {alias!r}; RAG['RERANKERS'] defines {sorted(rerankers) or 'none'}"
         )
     return load_reranker(rerankers[alias])
+
+
+on_rag_change(_cached_reranker.cache_clear)
 
 
 def get_reranker(reranker: str | dict[str, Any] | Reranker | ScoreFunction = "default") -> Reranker:

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, NamedTuple
 
-from .exceptions import ConfigurationError
-from .types import ChunkData, RagDocument
+from ..exceptions import ConfigurationError
+from ..types import ChunkData, RagDocument
 
 __all__ = [
     "DEFAULT_CHUNK_OVERLAP",
@@ -52,7 +52,9 @@ _SEPARATORS = (
     re.compile(r"\n[^\S\n]*\n\s*"),  # paragraph: a blank line and the whitespace after it
     re.compile(r"\n\s*"),  # line
     # sentence end, punctuation kept with its sentence (the lookahead only makes scanning faster)
-    re.compile(r"(?=[.!?\u2026\u3002\uff01\uff1f])(?:[.!?\u2026]+[\"'\u201d\u2019\u00bb)\]]*\s+|[\u3002\uff01\uff1f]+\s*)"),
+    re.compile(
+        r"(?=[.!?\u2026\u3002\uff01\uff1f])(?:[.!?\u2026]+[\"'\u201d\u2019\u00bb)\]]*\s+|[\u3002\uff01\uff1f]+\s*)"
+    ),
     re.compile(r"\s+"),  # word
 )
 _SENTENCE_LEVEL = 2
@@ -139,10 +141,10 @@ class _Splitter:
         step = max(1, (end - start) * self.size // tokens)
         while start < end:
             window = min(step, end - start)
-            n = self.count(self.text[start:start + window])
+            n = self.count(self.text[start : start + window])
             while n > self.size and window > 1:
                 window = max(1, min(window - 1, window * self.size // n))
-                n = self.count(self.text[start:start + window])
+                n = self.count(self.text[start : start + window])
             out.append(_Piece(start, start + window, n, _HARD_LEVEL))
             start += window
 
@@ -153,7 +155,7 @@ class _Splitter:
         while stack and budget > 0:
             piece = stack.pop()
             if piece.tokens < 0:
-                piece = piece._replace(tokens=self.count(self.text[piece.start:piece.end]))
+                piece = piece._replace(tokens=self.count(self.text[piece.start : piece.end]))
             if piece.tokens <= budget:
                 taken.append(piece)
                 budget -= piece.tokens
@@ -182,7 +184,7 @@ class _Splitter:
             if current and total + piece.tokens > self.size:
                 # Piece counts add up to more than the joined text counts (a token per piece is
                 # rounded up or split): count the real span before giving up on this chunk.
-                total = self.count(self.text[current[0].start:piece.end])
+                total = self.count(self.text[current[0].start : piece.end])
                 if total <= self.size:
                     current.append(piece)
                     continue
@@ -226,15 +228,17 @@ def split_text(
                 if not content:
                     continue
                 char_start = start + len(raw) - len(raw.lstrip())
-                chunks.append(ChunkData(
-                    index=len(chunks),
-                    content=content,
-                    content_hash=hashlib.sha1(content.encode("utf-8", "surrogatepass")).hexdigest(),
-                    token_count=count(content),
-                    page=page,
-                    char_start=char_start,
-                    char_end=char_start + len(content),
-                ))
+                chunks.append(
+                    ChunkData(
+                        index=len(chunks),
+                        content=content,
+                        content_hash=hashlib.sha1(content.encode("utf-8", "surrogatepass")).hexdigest(),
+                        token_count=count(content),
+                        page=page,
+                        char_start=char_start,
+                        char_end=char_start + len(content),
+                    )
+                )
         page_start = page_end + len(PAGE_BREAK)
     return chunks
 
@@ -260,8 +264,13 @@ class Chunker:
         )
 
     def split_text(self, text: str, *, first_page: int | None = None) -> list[ChunkData]:
-        return split_text(text, chunk_size=self.chunk_size, chunk_overlap=self.chunk_overlap,
-                          token_counter=self.token_counter, first_page=first_page)
+        return split_text(
+            text,
+            chunk_size=self.chunk_size,
+            chunk_overlap=self.chunk_overlap,
+            token_counter=self.token_counter,
+            first_page=first_page,
+        )
 
     def chunk_document(self, doc: RagDocument) -> list[ChunkData]:
         """Chunks of ``doc``; a ``page`` in its metadata numbers the page its text starts on."""

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from html.parser import HTMLParser
 from typing import Any
 
-from ..types import RagDocument
+from ...types import RagDocument
 from .base import clean_text, make_document
 
 __all__ = ["html_to_text", "load_html"]

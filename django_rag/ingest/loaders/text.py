@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..exceptions import LoaderError
-from ..types import RagDocument
+from ...exceptions import LoaderError
+from ...types import RagDocument
 from .base import clean_text, content_source_id, make_document, merge_tags
 
 __all__ = ["TextInput", "load_text"]

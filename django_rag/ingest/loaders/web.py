@@ -6,9 +6,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..exceptions import LoaderError
+from ...exceptions import LoaderError
+from ...types import RagDocument
 from ..outbound import OutboundPolicy, guarded_fetch
-from ..types import RagDocument
+from .registry import get_loader, guess_content_type, load_bytes
 
 __all__ = ["load_web"]
 
@@ -28,8 +29,6 @@ def load_web(
     server said. Raises OutboundPolicyError when the policy refuses the fetch and LoaderError for
     an error status or a content type no loader handles.
     """
-    from . import get_loader, guess_content_type, load_bytes
-
     result = guarded_fetch(url, policy=policy)
     if not result.ok:
         raise LoaderError(f"GET {result.final_url} returned HTTP {result.status}")

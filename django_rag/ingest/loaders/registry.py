@@ -1,12 +1,4 @@
-"""Loaders turn a source into ``RagDocument`` objects; this module also maps content types to them.
-
-Every loader returns a list (empty when the source has no text). Derived metadata keys are
-``source``, ``loader``, ``title``, ``content_type`` (and ``page``/``page_count`` for PDFs), with
-the caller's ``metadata`` merged over them; ``tags`` go on every document.
-
-``load_bytes`` is how uploaded files are loaded: it picks the loader registered for the file's
-content type. Sites add types with ``register_loader``.
-"""
+"""Content types to loaders: ``load_bytes`` picks the loader registered for a file's type."""
 
 from __future__ import annotations
 
@@ -14,13 +6,12 @@ import mimetypes
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from ..exceptions import LoaderError
-from ..types import RagDocument
+from ...exceptions import LoaderError
+from ...types import RagDocument
 from .base import decode_text, sniff_html_charset
 from .html import load_html
 from .pdf import load_pdf
 from .text import load_text
-from .web import load_web
 
 __all__ = [
     "BytesLoader",
@@ -31,7 +22,6 @@ __all__ = [
     "load_html",
     "load_pdf",
     "load_text",
-    "load_web",
     "register_loader",
     "supported_content_types",
 ]

@@ -12,9 +12,10 @@ import os
 from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from .backends import load_backend
-from .exceptions import ChatError, ConfigurationError
-from .retry import RetryPolicy, call_openai, openai_error_message
+from ..backends import load_backend
+from ..conf import on_rag_change, rag_settings
+from ..exceptions import ChatError, ConfigurationError
+from ..retry import RetryPolicy, call_openai, openai_error_message
 
 if TYPE_CHECKING:
     import openai
@@ -63,6 +64,13 @@ class ChatBackend(Protocol):
 
     model: str
 
+    @property
+    def missing_key_message(self) -> str:
+        return (
+            f"OpenAIChat ({self.model}) has no API key: set RAG['CHAT']['API_KEY'] or the OPENAI_API_KEY "
+            "environment variable (local servers such as Ollama or vLLM accept any placeholder)"
+        )
+
     def complete(self, messages: Sequence[Message]) -> tuple[str, Usage]: ...
 
     def stream(self, messages: Sequence[Message]) -> ChatStream: ...
@@ -74,7 +82,7 @@ class OpenAIChat:
     Configure it in ``RAG["CHAT"]``::
 
         "CHAT": {
-            "BACKEND": "django_rag.answer.OpenAIChat",
+            "BACKEND": "django_rag.answer.chat.OpenAIChat",
             "MODEL": "gpt-4o-mini",
             # optional: API_KEY (default: $OPENAI_API_KEY), BASE_URL, ORGANIZATION, TEMPERATURE,
             # MAX_TOKENS, TIMEOUT, MAX_RETRIES, BACKOFF_BASE, BACKOFF_MAX, STREAM_USAGE
@@ -102,12 +110,8 @@ class OpenAIChat:
         stream_usage: bool = True,
     ) -> None:
         _import_openai()  # fail at configuration time, not on the first question
+        # A missing key is reported on the first question (and by check W005), never at build time.
         api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        if not api_key:
-            raise ConfigurationError(
-                f"OpenAIChat ({model}) has no API key: set RAG['CHAT']['API_KEY'] or the OPENAI_API_KEY "
-                "environment variable (local servers such as Ollama or vLLM accept any placeholder)"
-            )
         if timeout <= 0:
             raise ConfigurationError("OpenAIChat needs TIMEOUT > 0")
         if max_tokens is not None and max_tokens < 1:
@@ -126,6 +130,8 @@ class OpenAIChat:
     @functools.cached_property
     def client(self) -> openai.OpenAI:
         """The client, built on first use so that a forked worker never shares a parent's connections."""
+        if not self.api_key:
+            raise ConfigurationError(self.missing_key_message)
         return _import_openai().OpenAI(
             api_key=self.api_key,
             base_url=self.base_url,
@@ -224,9 +230,10 @@ def load_chat(config: dict[str, Any]) -> ChatBackend:
 
 @functools.cache
 def _cached_chat() -> ChatBackend:
-    from .conf import rag_settings
-
     return load_chat(rag_settings.CHAT)
+
+
+on_rag_change(_cached_chat.cache_clear)
 
 
 def get_chat() -> ChatBackend:

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..types import RagDocument
+from ...types import RagDocument
 
 __all__ = [
     "clean_text",

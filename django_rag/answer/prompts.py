@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .types import Hit
+from ..types import Hit
 
 __all__ = ["SYSTEM_PROMPT", "build_messages", "cited_numbers", "format_context"]
 

@@ -2,7 +2,7 @@
 
 Search finds the passages; they go to the chat model as a numbered context block next to the
 question, under rules that make the model answer only from them, cite them as ``[n]`` and
-treat them as data, never as instructions (see ``django_rag.prompts``). ``[n]`` markers in the
+treat them as data, never as instructions (see ``django_rag.answer.prompts``). ``[n]`` markers in the
 reply map back to the hits. When search finds nothing (or nothing above ``min_score``) the
 chat model is not called at all.
 
@@ -13,37 +13,20 @@ Three layers, for callers that need more than ``ask``: ``prepare()`` searches an
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import Literal, Unpack, overload
 
 from django.utils.translation import gettext_lazy as _
 
-from .chat import ChatBackend, Message, OpenAIChat, get_chat
-from .exceptions import QueryError
-from .prompts import SYSTEM_PROMPT, build_messages, cited_numbers, format_context
-from .querysets import MAX_QUERY_CHARS, check_k
-from .types import Answer, Hit
+from ..models import Collection
+from ..search import SearchOptions, search
+from ..types import Answer, Hit
+from ..validation import check_k, check_query_text
+from .chat import ChatBackend, Message, get_chat
+from .prompts import build_messages, cited_numbers
 
-if TYPE_CHECKING:
-    from .models import Collection
-
-__all__ = [
-    "NOT_ENOUGH_INFORMATION",
-    "SYSTEM_PROMPT",
-    "AnswerStream",
-    "ChatBackend",
-    "OpenAIChat",
-    "Prompt",
-    "answer_prompt",
-    "ask",
-    "ask_stream",
-    "build_messages",
-    "cited_numbers",
-    "format_context",
-    "get_chat",
-    "prepare",
-]
+__all__ = ["NOT_ENOUGH_INFORMATION", "AnswerStream", "Prompt", "answer_prompt", "ask", "prepare"]
 
 NOT_ENOUGH_INFORMATION = _("I don't have enough information in the available documents to answer that.")
 
@@ -70,36 +53,19 @@ def prepare(
     *,
     k: int = 6,
     mode: str = "vector",
-    min_score: float | None = None,
-    filters: dict[str, Any] | None = None,
-    tags: Sequence[str] | None = None,
-    tenant: str | None = None,
     system_prompt: str | None = None,
-    **search_options: Any,
+    using: str | None = None,
+    **options: Unpack[SearchOptions],
 ) -> Prompt:
     """Search ``collection`` (a Collection or its name) for ``question`` and build the prompt.
 
-    No chat call yet. ``search_options`` go to ``search()`` unchanged (``source_prefix``,
-    ``syntax``, and ``rerank``/``mmr`` once search offers them); ``system_prompt`` replaces
-    ``SYSTEM_PROMPT``.
+    No chat call yet. ``options`` go to ``search()`` unchanged (``tenant``, ``tags``,
+    ``filters``, ``min_score``, ``source_prefix``, ``syntax``, ``rerank``, ``mmr``...);
+    ``system_prompt`` replaces ``SYSTEM_PROMPT``.
     """
-    if not isinstance(question, str):
-        raise QueryError(f"the question must be a string, got {type(question).__name__}")
-    if not question.strip():
-        raise QueryError("the question is empty")
-    if len(question) > MAX_QUERY_CHARS:
-        raise QueryError(f"the question is {len(question)} characters long; the limit is {MAX_QUERY_CHARS}")
+    question = check_query_text(question, "the question")
     check_k(k)
-    hits = _collection(collection).search(
-        question,
-        k=k,
-        mode=mode,
-        min_score=min_score,
-        filters=filters,
-        tags=tags,
-        tenant=tenant,
-        **search_options,
-    )
+    hits = search(_collection(collection, using), question, k=k, mode=mode, using=using, **options)
     messages = build_messages(question, hits, system_prompt) if hits else []
     return Prompt(question=question, sources=list(hits), messages=messages)
 
@@ -174,13 +140,10 @@ def ask(
     stream: Literal[False] = ...,
     k: int = ...,
     mode: str = ...,
-    min_score: float | None = ...,
-    filters: dict[str, Any] | None = ...,
-    tags: Sequence[str] | None = ...,
-    tenant: str | None = ...,
     chat: ChatBackend | None = ...,
     system_prompt: str | None = ...,
-    **search_options: Any,
+    using: str | None = ...,
+    **options: Unpack[SearchOptions],
 ) -> Answer: ...
 @overload
 def ask(
@@ -190,13 +153,10 @@ def ask(
     stream: Literal[True],
     k: int = ...,
     mode: str = ...,
-    min_score: float | None = ...,
-    filters: dict[str, Any] | None = ...,
-    tags: Sequence[str] | None = ...,
-    tenant: str | None = ...,
     chat: ChatBackend | None = ...,
     system_prompt: str | None = ...,
-    **search_options: Any,
+    using: str | None = ...,
+    **options: Unpack[SearchOptions],
 ) -> AnswerStream: ...
 def ask(
     collection: Collection | str,
@@ -205,83 +165,39 @@ def ask(
     stream: bool = False,
     k: int = 6,
     mode: str = "vector",
-    min_score: float | None = None,
-    filters: dict[str, Any] | None = None,
-    tags: Sequence[str] | None = None,
-    tenant: str | None = None,
     chat: ChatBackend | None = None,
     system_prompt: str | None = None,
-    **search_options: Any,
+    using: str | None = None,
+    **options: Unpack[SearchOptions],
 ) -> Answer | AnswerStream:
     """Answer ``question`` from ``collection``: ``Answer(text, citations, usage)``.
 
     ``citations`` are the hits the reply cites as ``[n]``, in order of first mention
     (numbers outside the context are ignored). ``chat`` defaults to ``RAG["CHAT"]``; the other
-    options are ``prepare()``'s. With ``stream=True`` the result is an ``AnswerStream`` (see
-    ``ask_stream``). When no hit is found (or none passes ``min_score``) the answer is
+    options are ``prepare()``'s. With ``stream=True`` the result is an ``AnswerStream``::
+
+        stream = ask(kb, "how do I back up?", stream=True)
+        stream.sources                      # the numbered passages, before any delta
+        for delta in stream:
+            print(delta, end="", flush=True)
+        stream.answer                       # Answer(text, citations, usage)
+
+    When no hit is found (or none passes ``min_score``) the answer is
     ``NOT_ENOUGH_INFORMATION`` and the chat model is not called.
     """
     prompt = prepare(
-        collection,
-        question,
-        k=k,
-        mode=mode,
-        min_score=min_score,
-        filters=filters,
-        tags=tags,
-        tenant=tenant,
-        system_prompt=system_prompt,
-        **search_options,
+        collection, question, k=k, mode=mode, system_prompt=system_prompt, using=using, **options
     )
     if stream:
         return AnswerStream(prompt, chat=chat)
     return answer_prompt(prompt, chat=chat)
 
 
-def ask_stream(
-    collection: Collection | str,
-    question: str,
-    *,
-    k: int = 6,
-    mode: str = "vector",
-    min_score: float | None = None,
-    filters: dict[str, Any] | None = None,
-    tags: Sequence[str] | None = None,
-    tenant: str | None = None,
-    chat: ChatBackend | None = None,
-    system_prompt: str | None = None,
-    **search_options: Any,
-) -> AnswerStream:
-    """``ask`` as a stream::
-
-    stream = ask_stream(kb, "how do I back up?")
-    stream.sources                      # the numbered passages, before any delta
-    for delta in stream:
-        print(delta, end="", flush=True)
-    stream.answer                       # Answer(text, citations, usage)
-    """
-    prompt = prepare(
-        collection,
-        question,
-        k=k,
-        mode=mode,
-        min_score=min_score,
-        filters=filters,
-        tags=tags,
-        tenant=tenant,
-        system_prompt=system_prompt,
-        **search_options,
-    )
-    return AnswerStream(prompt, chat=chat)
-
-
 def _not_enough() -> Answer:
     return Answer(text=str(NOT_ENOUGH_INFORMATION), citations=[], usage={})
 
 
-def _collection(collection: Collection | str) -> Collection:
-    if isinstance(collection, str):
-        from .api import collection as get_collection
-
-        return get_collection(collection)
-    return collection
+def _collection(collection: Collection | str, using: str | None) -> Collection:
+    if isinstance(collection, Collection):
+        return collection
+    return Collection.objects.db_manager(using).resolve(collection)

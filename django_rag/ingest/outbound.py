@@ -20,10 +20,12 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 
 import requests
 import urllib3
+from django.utils.module_loading import import_string
 from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 
-from .exceptions import ConfigurationError, LoaderError, OutboundPolicyError
+from ..conf import rag_settings
+from ..exceptions import ConfigurationError, LoaderError, OutboundPolicyError
 
 __all__ = ["Destination", "FetchResult", "OutboundPolicy", "Resolver", "guarded_fetch", "system_resolver"]
 
@@ -114,10 +116,6 @@ class OutboundPolicy:
     @classmethod
     def from_settings(cls, **overrides: Any) -> OutboundPolicy:
         """The site's default policy: ``RAG["OUTBOUND"]`` (keys like ``"MAX_BYTES"``) plus ``overrides``."""
-        from django.utils.module_loading import import_string
-
-        from .conf import rag_settings
-
         names = {f.name for f in fields(cls) if f.init}
         options: dict[str, Any] = {}
         for key, value in {**(rag_settings.OUTBOUND or {}), **overrides}.items():

@@ -1,0 +1,24 @@
+"""Answers with citations: chat backends, the prompt, ``ask()`` and streaming."""
+
+from .ask import NOT_ENOUGH_INFORMATION, AnswerStream, Prompt, answer_prompt, ask, prepare
+from .chat import ChatBackend, ChatStream, Message, OpenAIChat, get_chat, load_chat
+from .prompts import SYSTEM_PROMPT, build_messages, cited_numbers, format_context
+
+__all__ = [
+    "NOT_ENOUGH_INFORMATION",
+    "SYSTEM_PROMPT",
+    "AnswerStream",
+    "ChatBackend",
+    "ChatStream",
+    "Message",
+    "OpenAIChat",
+    "Prompt",
+    "answer_prompt",
+    "ask",
+    "build_messages",
+    "cited_numbers",
+    "format_context",
+    "get_chat",
+    "load_chat",
+    "prepare",
+]

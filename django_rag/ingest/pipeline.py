@@ -1,0 +1,176 @@
+"""The one ingest pipeline: chunk -> hash diff -> embed -> atomic upsert, through the store.
+
+``index_documents`` is the only code that chunks, diffs, embeds and writes: files, folders, URLs,
+registered model rows and Celery tasks all produce ``RagDocument`` objects and call it (through
+``kb.index``). Only chunk texts whose vectors are not already stored for the same collection
+and tenant go to the embedder, and embedding happens before the write transaction, so a slow
+embedder never holds a lock or a transaction open.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import islice
+from typing import Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+
+from ..embedders import Embedder
+from ..exceptions import ConfigurationError, QueryError
+from ..models import Collection
+from ..stores import DocumentInfo, VectorStore, get_store
+from ..types import ChunkData, RagDocument, SyncResult
+from .chunking import chunk_document
+
+__all__ = ["DEFAULT_BATCH_SIZE", "document_info", "index_documents", "reembed"]
+
+DEFAULT_BATCH_SIZE = 64  # documents per embedding round
+
+
+def index_documents(
+    collection: Collection,
+    docs: Iterable[RagDocument] | RagDocument,
+    *,
+    tags: Sequence[str] = (),
+    tenant: str = "",
+    owner: Any = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    using: str | None = None,
+) -> SyncResult:
+    """Sync ``docs`` into ``collection``: each document's stored chunks become exactly its new chunks.
+
+    Re-indexing a ``source_id`` in a tenant never duplicates: unchanged chunks are kept (and not
+    embedded again), vanished ones are deleted, new ones are embedded and inserted, in one
+    transaction per batch. Other tenants' documents of the same source id are never touched.
+    """
+    if isinstance(docs, RagDocument):
+        docs = [docs]
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigurationError("batch_size must be at least 1")
+    if not isinstance(tenant, str):
+        raise QueryError(f"tenant must be a string, got {type(tenant).__name__}")
+    if isinstance(tags, str) or not all(isinstance(tag, str) for tag in tags):
+        raise QueryError("tags must be a list of strings")
+    embedder = collection.get_embedder()
+    store = get_store(using or collection.using)
+    result = SyncResult()
+    for batch in _batches(docs, batch_size):
+        prepared = []
+        for doc in batch:
+            if not isinstance(doc, RagDocument):
+                raise QueryError(f"index() takes RagDocument objects, got {type(doc).__name__}")
+            chunks = _chunks(collection, doc, embedder)
+            if chunks:
+                prepared.append((document_info(doc, tags=tags, tenant=tenant, owner=owner), chunks))
+            else:
+                result.skipped += 1
+        result.embedded += embed_missing(
+            embedder, store, collection, tenant, [c for _, chunks in prepared for c in chunks]
+        )
+        result += store.upsert_many(collection, prepared, space=embedder.space)
+    return result
+
+
+def _batches(docs: Iterable[RagDocument], size: int) -> Iterator[list[RagDocument]]:
+    iterator = iter(docs)
+    while batch := list(islice(iterator, size)):
+        yield batch
+
+
+def _chunks(collection: Collection, doc: RagDocument, embedder: Embedder) -> list[ChunkData]:
+    metadata = _json_safe(doc.metadata)
+    chunks = chunk_document(
+        doc,
+        chunk_size=collection.chunk_size,
+        chunk_overlap=collection.chunk_overlap,
+        # The model's own tokenizer when it has one, so no chunk is truncated by the embedder.
+        token_counter=getattr(embedder, "count_tokens", None),
+    )
+    for chunk in chunks:
+        # Document metadata rides on every chunk so metadata filters need no join.
+        chunk.metadata = {**metadata, **chunk.metadata}
+    return chunks
+
+
+def embed_missing(
+    embedder: Embedder, store: VectorStore, collection: Collection, tenant: str, chunks: list[ChunkData]
+) -> int:
+    """Attach vectors to ``chunks``, embedding only texts not stored yet. Returns texts embedded."""
+    known = store.vectors_for(collection, embedder.space, [c.content_hash for c in chunks], tenant=tenant)
+    missing: dict[str, str] = {}
+    for chunk in chunks:
+        if chunk.content_hash not in known:
+            missing.setdefault(chunk.content_hash, chunk.content)
+    if missing:
+        vectors = embedder.embed_documents(list(missing.values()))
+        known.update(zip(missing.keys(), vectors, strict=True))
+    for chunk in chunks:
+        chunk.embedding = [float(x) for x in known[chunk.content_hash]]
+    return len(missing)
+
+
+def document_info(
+    doc: RagDocument, *, tags: Sequence[str] = (), tenant: str = "", owner: Any = None
+) -> DocumentInfo:
+    """How a loaded document is recorded: its metadata's derived keys, scope and content hash."""
+    meta = doc.metadata
+    page_count = meta.get("page_count")
+    return DocumentInfo(
+        source_id=doc.source_id,
+        title=str(meta.get("title") or doc.source_id),
+        source=str(meta.get("source") or ""),
+        content_type=str(meta.get("content_type") or ""),
+        loader=str(meta.get("loader") or ""),
+        metadata=_json_safe(meta),
+        tags=sorted({*doc.tags, *tags}),
+        tenant=tenant,
+        content_hash=hashlib.sha1(doc.text.encode()).hexdigest(),
+        page_count=int(page_count) if isinstance(page_count, int) else None,
+        owner=owner,
+    )
+
+
+def _json_safe(value: dict[str, Any]) -> dict[str, Any]:
+    safe: dict[str, Any] = json.loads(json.dumps(value, cls=DjangoJSONEncoder))
+    return safe
+
+
+def reembed(
+    collection: Collection,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    progress: Callable[[int], None] | None = None,
+    using: str | None = None,
+) -> SyncResult:
+    """Move every document of ``collection`` into its embedder's current space.
+
+    Used after changing a collection's EMBEDDER: chunk texts are reused as stored (no loader
+    runs again), embedded in the new space (texts the space already holds for the tenant are
+    not embedded again), and each document's chunks of other spaces are deleted in the same
+    transaction as its new ones are written. ``progress`` is called with the number of
+    documents done.
+    """
+    embedder = collection.get_embedder()
+    space = embedder.space
+    store = get_store(using or collection.using)
+    result = SyncResult()
+    for batch in store.outside_space(collection, space, batch_size=batch_size):
+        by_tenant: dict[str, list[tuple[DocumentInfo, list[ChunkData]]]] = {}
+        for stored in batch:
+            if not stored.chunks:
+                continue
+            by_tenant.setdefault(stored.info.tenant, []).append((stored.info, stored.chunks))
+        for tenant, items in by_tenant.items():
+            result.embedded += embed_missing(
+                embedder, store, collection, tenant, [c for _, chunks in items for c in chunks]
+            )
+        keys = [(stored.info.tenant, stored.info.source_id) for stored in batch]
+        with store.locked(collection, keys):
+            for items in by_tenant.values():
+                result += store.upsert_many(collection, items, space=space)
+            store.drop_other_spaces(collection, keys, space)
+        if progress:
+            progress(len(batch))
+    return result

@@ -1,0 +1,47 @@
+"""A database router for sites that keep the knowledge base in another database than ``default``.
+
+    DATABASE_ROUTERS = ["django_rag.routers.RagRouter"]
+    RAG = {"DATABASE": "kb", ...}
+
+django-rag's own reads and writes always name their alias (``RAG["DATABASE"]`` or the
+``using=`` they were given); this router makes the ORM do the same for a site's own queries
+(``Chunk.objects.nearest(...)`` in a view, the admin) and keeps ``migrate`` of django_rag on that
+alias. Check ``django_rag.W004`` reports a site whose routing disagrees with ``RAG["DATABASE"]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Model
+
+from .conf import rag_settings
+
+__all__ = ["RagRouter"]
+
+APP_LABEL = "django_rag"
+
+
+class RagRouter:
+    """Routes django_rag's models to ``RAG["DATABASE"]``; no opinion on any other model."""
+
+    def db_for_read(self, model: type[Model], **hints: Any) -> str | None:
+        return rag_settings.DATABASE if model._meta.app_label == APP_LABEL else None
+
+    def db_for_write(self, model: type[Model], **hints: Any) -> str | None:
+        return rag_settings.DATABASE if model._meta.app_label == APP_LABEL else None
+
+    def allow_relation(self, obj1: Model, obj2: Model, **hints: Any) -> bool | None:
+        labels = {obj1._meta.app_label, obj2._meta.app_label}
+        if APP_LABEL in labels:
+            # Documents point at their owner rows through content types, never by foreign key
+            # across databases, so a relation is fine only within one database.
+            return obj1._state.db == obj2._state.db
+        return None
+
+    def allow_migrate(
+        self, db: str, app_label: str, model_name: str | None = None, **hints: Any
+    ) -> bool | None:
+        if app_label == APP_LABEL:
+            return db == rag_settings.DATABASE
+        return None
