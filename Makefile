@@ -15,9 +15,11 @@ demo: $(VENV)/.installed
 	$(PY) manage.py migrate --noinput --verbosity 0
 	$(PY) manage.py demo
 
-test: $(VENV)/.installed
-	$(VENV)/bin/ruff check django_rag tests example_project bench
+test: lint
 	$(PY) -m pytest
 
+# ruff (lint and format) and mypy with django-stubs (strict; pyproject.toml [tool.mypy]).
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check django_rag tests example_project bench
+	$(VENV)/bin/ruff format --check django_rag tests example_project bench
+	$(VENV)/bin/mypy

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.db.models import Count, QuerySet
@@ -20,9 +20,16 @@ from .tasks import schedule_ingest
 
 __all__ = ["ChunkAdmin", "CollectionAdmin", "DocumentAdmin", "reindex_selected"]
 
+if TYPE_CHECKING:
+    ModelAdmin = admin.ModelAdmin[Any]
+else:  # ModelAdmin is generic in django-stubs only, not at run time
+    ModelAdmin = admin.ModelAdmin
+
 
 @admin.action(description=_("Re-index selected in the knowledge base"))
-def reindex_selected(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+def reindex_selected(
+    modeladmin: admin.ModelAdmin[Any], request: HttpRequest, queryset: QuerySet[Any]
+) -> None:
     """Ingest the selected rows again (for Documents: the rows they came from), off the request path."""
     registered = {registration.model for registration in registrations()}
     scheduled = skipped = 0
@@ -62,7 +69,7 @@ def reindex_selected(modeladmin: admin.ModelAdmin, request: HttpRequest, queryse
 
 
 @admin.register(Collection)
-class CollectionAdmin(admin.ModelAdmin):
+class CollectionAdmin(ModelAdmin):
     list_display = [
         "name",
         "embedder",
@@ -76,14 +83,17 @@ class CollectionAdmin(admin.ModelAdmin):
     readonly_fields = ["created_at", "updated_at"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Collection]:
-        return super().get_queryset(request).annotate(document_count=Count("documents"))
+        found: QuerySet[Collection] = (
+            super().get_queryset(request).annotate(document_count=Count("documents"))
+        )
+        return found
 
     @admin.display(description=_("documents"), ordering="document_count")
     def document_count(self, obj: Any) -> int:
-        return obj.document_count
+        return int(obj.document_count)
 
 
-class _ReadOnly(admin.ModelAdmin):
+class _ReadOnly(ModelAdmin):
     """Rows written by ingestion: viewable and deletable, never edited by hand."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:

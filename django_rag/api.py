@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, cast, overload
 
-from .answer import AnswerStream, ChatBackend, ask
+from .answer import AnswerStream, ChatBackend, answer_prompt, prepare
 from .conf import rag_settings
 from .dberrors import translate_db_errors
 from .ingest.pipeline import DEFAULT_BATCH_SIZE, index_documents
@@ -169,12 +169,13 @@ class KnowledgeBase(Collection):
         using: str | None = None,
     ) -> Answer | AnswerStream:
         """Answer ``question`` from this collection with ``[n]`` citations; see ``django_rag.answer.ask``."""
-        return ask(  # type: ignore[call-overload, no-any-return]
+        prompt = prepare(
             self,
             question,
-            stream=stream,
             k=k,
             mode=mode,
+            system_prompt=system_prompt,
+            using=using,
             filters=filters,
             tags=tags,
             tenant=tenant,
@@ -183,10 +184,8 @@ class KnowledgeBase(Collection):
             syntax=syntax,
             rerank=rerank,
             mmr=mmr,
-            chat=chat,
-            system_prompt=system_prompt,
-            using=using,
         )
+        return AnswerStream(prompt, chat=chat) if stream else answer_prompt(prompt, chat=chat)
 
 
 def collection(

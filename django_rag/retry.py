@@ -63,7 +63,7 @@ class RetryPolicy:
             return min(max(retry_after, 0.0), self.backoff_max)
         delay = min(self.backoff_base * 2 ** (attempt - 1), self.backoff_max)
         # Equal jitter: callers that failed together (one rate limit, many workers) spread out.
-        return delay / 2 + random.uniform(0, delay / 2)
+        return float(delay / 2 + random.uniform(0, delay / 2))
 
 
 class TransientFailure(Exception):

@@ -36,12 +36,12 @@ class RagRouter:
         if APP_LABEL in labels:
             # Documents point at their owner rows through content types, never by foreign key
             # across databases, so a relation is fine only within one database.
-            return obj1._state.db == obj2._state.db
+            return bool(obj1._state.db == obj2._state.db)
         return None
 
     def allow_migrate(
         self, db: str, app_label: str, model_name: str | None = None, **hints: Any
     ) -> bool | None:
         if app_label == APP_LABEL:
-            return db == rag_settings.DATABASE
+            return bool(db == rag_settings.DATABASE)
         return None

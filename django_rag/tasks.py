@@ -150,7 +150,7 @@ def backoff(retries: int, settings: dict[str, Any]) -> float:
     """Seconds before retry number ``retries + 1``: exponential, capped, with equal jitter."""
     delay = min(float(settings["RETRY_BACKOFF"]) * 2**retries, float(settings["RETRY_BACKOFF_MAX"]))
     # Equal jitter: rows that failed together (one rate limit) come back spread out.
-    return delay / 2 + random.uniform(0, delay / 2)
+    return float(delay / 2 + random.uniform(0, delay / 2))
 
 
 def ingest(
@@ -207,5 +207,5 @@ try:
 except ImportError:  # pragma: no cover - without Celery, saves are ingested inline after commit
     pass
 else:
-    ingest_task = shared_task(name="django_rag.ingest", **_OPTIONS)(ingest)
-    remove_task = shared_task(name="django_rag.remove", **_OPTIONS)(remove)
+    ingest_task = shared_task(name="django_rag.ingest", **_OPTIONS)(ingest)  # type: ignore[no-untyped-call]
+    remove_task = shared_task(name="django_rag.remove", **_OPTIONS)(remove)  # type: ignore[no-untyped-call]

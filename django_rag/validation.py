@@ -44,7 +44,7 @@ def check_query_text(query: Any, name: str = "the search query") -> str:
         raise QueryError(f"{name} is empty")
     if len(query) > MAX_QUERY_CHARS:
         raise QueryError(f"{name} is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}")
-    return query
+    return str(query)
 
 
 def check_query_vector(query: Iterable[Any]) -> list[float]:

@@ -64,13 +64,6 @@ class ChatBackend(Protocol):
 
     model: str
 
-    @property
-    def missing_key_message(self) -> str:
-        return (
-            f"OpenAIChat ({self.model}) has no API key: set RAG['CHAT']['API_KEY'] or the OPENAI_API_KEY "
-            "environment variable (local servers such as Ollama or vLLM accept any placeholder)"
-        )
-
     def complete(self, messages: Sequence[Message]) -> tuple[str, Usage]: ...
 
     def stream(self, messages: Sequence[Message]) -> ChatStream: ...
@@ -132,13 +125,21 @@ class OpenAIChat:
         """The client, built on first use so that a forked worker never shares a parent's connections."""
         if not self.api_key:
             raise ConfigurationError(self.missing_key_message)
-        return _import_openai().OpenAI(
+        client: openai.OpenAI = _import_openai().OpenAI(
             api_key=self.api_key,
             base_url=self.base_url,
             organization=self.organization,
             timeout=self.timeout,
             # We retry ourselves: the client's retries would multiply with ours and hide attempts.
             max_retries=0,
+        )
+        return client
+
+    @property
+    def missing_key_message(self) -> str:
+        return (
+            f"OpenAIChat ({self.model}) has no API key: set RAG['CHAT']['API_KEY'] or the OPENAI_API_KEY "
+            "environment variable (local servers such as Ollama or vLLM accept any placeholder)"
         )
 
     def complete(self, messages: Sequence[Message]) -> tuple[str, Usage]:
@@ -225,12 +226,14 @@ def _import_openai() -> Any:
 
 def load_chat(config: dict[str, Any]) -> ChatBackend:
     """Build a chat backend from ``{"BACKEND": "dotted.path", "MODEL": ..., **options}``."""
-    return load_backend(config, "chat backend")
+    chat: ChatBackend = load_backend(config, "chat backend")
+    return chat
 
 
 @functools.cache
 def _cached_chat() -> ChatBackend:
-    return load_chat(rag_settings.CHAT)
+    chat: ChatBackend = load_chat(rag_settings.CHAT)
+    return chat
 
 
 on_rag_change(_cached_chat.cache_clear)

@@ -98,7 +98,8 @@ class BaseEmbedder:
 
 def load_embedder(config: dict[str, Any]) -> Embedder:
     """Build an embedder from ``{"BACKEND": "dotted.path", "MODEL": ..., **options}``."""
-    return load_backend(config, "embedder")
+    embedder: Embedder = load_backend(config, "embedder")
+    return embedder
 
 
 @functools.cache
@@ -106,7 +107,8 @@ def _cached_embedder(alias: str) -> Embedder:
     embedders = rag_settings.EMBEDDERS
     if alias not in embedders:
         raise ConfigurationError(f"no embedder named {alias!r}; RAG['EMBEDDERS'] defines {sorted(embedders)}")
-    return load_embedder(embedders[alias])
+    embedder: Embedder = load_embedder(embedders[alias])
+    return embedder
 
 
 on_rag_change(_cached_embedder.cache_clear)

@@ -160,7 +160,8 @@ class LocalEmbedder(BaseEmbedder):
             output = (output * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         if self.normalize:
             output = output / np.clip(np.linalg.norm(output, axis=1, keepdims=True), 1e-12, None)
-        return output
+        pooled: np.ndarray = output
+        return pooled
 
     def _load(self) -> tuple[_Model, _Tokenizer]:
         if self._loaded is None:

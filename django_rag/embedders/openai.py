@@ -84,8 +84,7 @@ class OpenAIEmbedder(BaseEmbedder):
         """The client, built on first use so that a forked worker never shares a parent's connections."""
         if not self.api_key:
             raise ConfigurationError(self.missing_key_message)
-        openai = _import_openai()
-        return openai.OpenAI(
+        client: openai.OpenAI = _import_openai().OpenAI(
             api_key=self.api_key,
             base_url=self.base_url,
             organization=self.organization,
@@ -93,6 +92,7 @@ class OpenAIEmbedder(BaseEmbedder):
             # We retry ourselves: the client's retries would multiply with ours and hide attempts.
             max_retries=0,
         )
+        return client
 
     @property
     def missing_key_message(self) -> str:

@@ -247,11 +247,15 @@ class _PinnedAdapter(HTTPAdapter):
 
     def build_connection_pool_key_attributes(
         self, request: requests.PreparedRequest, verify: bool | str, cert: Any = None
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+    ) -> Any:
         host_params, pool_kwargs = super().build_connection_pool_key_attributes(request, verify, cert)
         if host_params["scheme"] == "https" and self.server_hostname:
-            pool_kwargs["server_hostname"] = self.server_hostname
-            pool_kwargs["assert_hostname"] = self.server_hostname
+            # urllib3 takes these pool keys; requests' stubs list only the keys requests sets itself.
+            extra: dict[str, Any] = {
+                "server_hostname": self.server_hostname,
+                "assert_hostname": self.server_hostname,
+            }
+            pool_kwargs = {**pool_kwargs, **extra}  # type: ignore[typeddict-item]
         return host_params, pool_kwargs
 
 

@@ -99,4 +99,4 @@ def _unit(vector: Sequence[float]) -> list[float]:
 
 
 def _dot(a: Sequence[float], b: Sequence[float]) -> float:
-    return sum(map(operator.mul, a, b))
+    return float(sum(map(operator.mul, a, b)))

@@ -190,10 +190,9 @@ def _detail(response: requests.Response) -> str:
         error = body.get("error", body)
         if isinstance(error, dict) and error.get("message"):
             return str(error["message"])
-        if isinstance(body.get("message"), str):
-            return body["message"]
-        if isinstance(body.get("detail"), str):
-            return body["detail"]
+        for key in ("message", "detail"):
+            if isinstance(body.get(key), str):
+                return str(body[key])
     return str(body)[:200]
 
 
@@ -203,7 +202,8 @@ def _name(function: Callable[..., Any]) -> str:
 
 def load_reranker(config: dict[str, Any]) -> Reranker:
     """Build a reranker from ``{"BACKEND": "dotted.path", **options}`` (option names lower-cased)."""
-    return load_backend(config, "reranker")
+    reranker: Reranker = load_backend(config, "reranker")
+    return reranker
 
 
 @functools.cache

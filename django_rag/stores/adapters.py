@@ -78,14 +78,15 @@ def register_packed_vectors(cur: psycopg.Cursor[Any] | psycopg.Connection[Any], 
 
     Registered last, it is also the dumper COPY picks for the vector type.
     """
-    register_vector_info(cur, info)
+    register_vector_info(cur, info)  # type: ignore[arg-type]  # pgvector accepts any adapters context
     cur.adapters.register_dumper(PackedVector, packed_dumper(info.oid))
 
 
 def raw_connection(using: str) -> psycopg.Connection[Any]:
     wrapper = connections[using]
     wrapper.ensure_connection()
-    return wrapper.connection
+    raw: psycopg.Connection[Any] = wrapper.connection
+    return raw
 
 
 def vector_type(conn: psycopg.Connection[Any]) -> TypeInfo:

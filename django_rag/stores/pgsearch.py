@@ -30,6 +30,7 @@ import psycopg
 from django.db import connections
 from django.db.models import Field, Model
 from django.utils.safestring import SafeString
+from psycopg.types.json import Jsonb
 
 from ..models import Chunk, Collection, Document
 from ..sql import (
@@ -66,7 +67,7 @@ def _filters(scope: QueryScope, params: dict[str, Any]) -> str:
         params["tags"] = list(scope.tags)
         sql += " AND c.tags && %(tags)s::varchar[]"
     if scope.filters:
-        params["filters"] = psycopg.types.json.Jsonb(scope.filters)
+        params["filters"] = Jsonb(scope.filters)
         sql += " AND c.metadata @> %(filters)s"
     if scope.source_prefix:
         prefix = scope.source_prefix
@@ -329,7 +330,7 @@ def run_search(collection: Collection, request: SearchRequest, using: str) -> li
                 score=score,
                 vector_rank=vrank,
                 text_rank=trank,
-                snippet=snippet,
+                snippet=snippet,  # type: ignore[arg-type]  # None: made on first read (types.Hit)
                 page=chunk.page,
                 source_id=document.source_id,
             )

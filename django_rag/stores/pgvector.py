@@ -221,7 +221,7 @@ class PgVectorStore:
         with translate_db_errors(self.using):
             raw = raw_connection(self.using)
             with psycopg.Cursor(raw) as cur:
-                register_vector_info(cur, vector_type(raw))
+                register_vector_info(cur, vector_type(raw))  # type: ignore[arg-type]
                 cur.execute(
                     "SELECT DISTINCT ON (content_hash) content_hash, embedding FROM django_rag_chunk "
                     "WHERE space = %s AND content_hash = ANY(%s) AND collection_id = %s AND tenant = %s",
@@ -292,14 +292,18 @@ class PgVectorStore:
         }
         with translate_db_errors(self.using), self.locked(collection, [(info.tenant, info.source_id)]):
             documents = Document.objects.using(self.using)
-            key = {"collection": collection, "tenant": info.tenant, "source_id": info.source_id}
+            key: dict[str, Any] = {
+                "collection": collection,
+                "tenant": info.tenant,
+                "source_id": info.source_id,
+            }
             if drop_chunks:
                 fields = {**state, **described, "content_hash": "", "page_count": None}
-                document, _ = documents.update_or_create(**key, defaults=fields)
+                document, _ = documents.update_or_create(defaults=fields, **key)
                 Chunk.objects.using(self.using).filter(document=document).delete()
             else:
                 document, _ = documents.update_or_create(
-                    **key, defaults=state, create_defaults={**state, **described}
+                    defaults=state, create_defaults={**state, **described}, **key
                 )
         return document
 
@@ -400,6 +404,12 @@ class PgVectorStore:
             )
 
 
+def _embedding(chunk: ChunkData) -> list[float]:
+    if chunk.embedding is None:  # upsert_many refused such chunks before writing anything
+        raise ConfigurationError(f"chunk {chunk.index} has no embedding")
+    return chunk.embedding
+
+
 def _keys_q(keys: Sequence[tuple[str, str]]) -> Q:
     q = Q(pk__in=[])
     for tenant, source_id in keys:
@@ -449,7 +459,7 @@ def _columns(chunks: Sequence[ChunkData], *, with_text: bool) -> dict[str, list[
     if with_text:
         columns["content"] = [c.content for c in chunks]
         columns["hash"] = [c.content_hash for c in chunks]
-        columns["embedding"] = [pack(c.embedding) for c in chunks]
+        columns["embedding"] = [pack(_embedding(c)) for c in chunks]
     return columns
 
 
@@ -509,6 +519,6 @@ def _copy_chunks(
                     chunk.char_start,
                     chunk.char_end,
                     Jsonb(chunk.metadata),
-                    pack(chunk.embedding),
+                    pack(_embedding(chunk)),
                 )
             )

@@ -6,14 +6,14 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
-from django_rag.admin import reindex_selected
+from django_rag.admin import ModelAdmin, reindex_selected
 from django_rag.ingest.rows import document_for
 
 from .models import Attachment
 
 
 @admin.register(Attachment)
-class AttachmentAdmin(admin.ModelAdmin):
+class AttachmentAdmin(ModelAdmin):
     """Upload a file here and it becomes searchable; the list shows how its ingestion went."""
 
     list_display = ["__str__", "tenant", "owner", "uploaded_at", "indexing"]

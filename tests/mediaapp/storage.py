@@ -24,7 +24,7 @@ class AliasStorage(Storage):
     def target(self) -> Storage:
         return storages[self.alias]
 
-    def _open(self, name: str, mode: str = "rb") -> File:
+    def _open(self, name: str, mode: str = "rb") -> File[Any]:
         return self.target.open(name, mode)
 
     def _save(self, name: str, content: IO[Any]) -> str:

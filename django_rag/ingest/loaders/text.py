@@ -34,7 +34,7 @@ def load_text(
     if isinstance(text_or_records, bytes | bytearray):
         raise LoaderError("load_text() takes str; decode bytes first or use load_bytes(content_type=...)")
     single = isinstance(text_or_records, str | Mapping)
-    items = [text_or_records] if single else list(text_or_records)  # type: ignore[list-item]
+    items = [text_or_records] if single else list(text_or_records)
     documents: dict[str, RagDocument] = {}
     for position, item in enumerate(items, start=1):
         record = _as_record(item, position)

@@ -7,13 +7,13 @@ from argparse import ArgumentParser
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand
 
 import django_rag as rag
 from django_rag.ingest.loaders import load_text
 
-SAMPLE_DIR = Path(settings.BASE_DIR) / "sample_docs"
+PROJECT_DIR = Path(__file__).resolve().parents[3]  # example_project/
+SAMPLE_DIR = PROJECT_DIR / "sample_docs"
 QUERIES = [
     "I forgot my password, how do I get back in?",
     "what happens if my card payment fails",
@@ -38,7 +38,7 @@ class Command(BaseCommand):
                 docs += load_text(
                     path.read_text(),
                     source_id=f"handbook/{path.stem}",
-                    metadata={"source": str(path.relative_to(settings.BASE_DIR.parent))},
+                    metadata={"source": str(path.relative_to(PROJECT_DIR.parent))},
                     tags=["handbook"],
                 )
         started = time.perf_counter()
