@@ -56,7 +56,7 @@ INSERT INTO django_rag_document
      owner_id, status, status_reason, error, content_hash, page_count, created_at, updated_at)
 SELECT %(collection)s, d.source_id, d.title, d.source, d.content_type, d.loader, d.metadata,
        ARRAY(SELECT jsonb_array_elements_text(d.tags)), d.tenant, d.owner_type, d.owner_id,
-       'indexed', '', '', d.content_hash, d.page_count, now(), now()
+       %(indexed)s, '', '', d.content_hash, d.page_count, now(), now()
 FROM unnest(%(source_id)b::text[], %(title)b::text[], %(source)b::text[], %(content_type)b::text[],
             %(loader)b::text[], %(metadata)b::jsonb[], %(tags)b::jsonb[], %(tenant)b::text[],
             %(owner_type)b::int4[], %(owner_id)b::text[], %(content_hash)b::text[], %(page_count)b::int4[])
@@ -65,7 +65,7 @@ FROM unnest(%(source_id)b::text[], %(title)b::text[], %(source)b::text[], %(cont
 ON CONFLICT (collection_id, tenant, source_id) DO UPDATE SET
     title = EXCLUDED.title, source = EXCLUDED.source, content_type = EXCLUDED.content_type,
     loader = EXCLUDED.loader, metadata = EXCLUDED.metadata, tags = EXCLUDED.tags, tenant = EXCLUDED.tenant,
-    owner_type_id = EXCLUDED.owner_type_id, owner_id = EXCLUDED.owner_id, status = 'indexed',
+    owner_type_id = EXCLUDED.owner_type_id, owner_id = EXCLUDED.owner_id, status = %(indexed)s,
     status_reason = '', error = '', content_hash = EXCLUDED.content_hash, page_count = EXCLUDED.page_count,
     updated_at = now()
 RETURNING tenant, source_id, id
@@ -139,7 +139,14 @@ class PgVectorStore:
             with psycopg.Cursor(raw) as cur:
                 register_packed_vectors(cur, vector_type(raw))
                 lock_documents(cur, coll.pk, [(doc.tenant, doc.source_id) for doc, _ in items])
-                cur.execute(_UPSERT_DOCUMENTS, {"collection": coll.pk, **self._document_columns(items)})
+                cur.execute(
+                    _UPSERT_DOCUMENTS,
+                    {
+                        "collection": coll.pk,
+                        "indexed": Document.Status.INDEXED,
+                        **self._document_columns(items),
+                    },
+                )
                 doc_ids = {(tenant, source_id): pk for tenant, source_id, pk in cur.fetchall()}
                 cur.execute(
                     "SELECT id, document_id, content_hash FROM django_rag_chunk "
