@@ -265,17 +265,17 @@ class PgVectorStore:
                 if source_id is not None
                 else docs.filter(prefix_q("source_id", prefix or ""))
             )
-            doomed = [(t, s) for t, s in docs.values_list("tenant", "source_id") if (t, s) not in keep]
+            doomed = {
+                pk: (t, s) for pk, t, s in docs.values_list("pk", "tenant", "source_id") if (t, s) not in keep
+            }
             if not doomed:
                 return 0
             with connections[self.using].cursor() as cursor:
-                lock_documents(cursor, collection.pk, doomed)
-            doomed_docs = (
-                Document.objects.using(self.using).filter(collection=collection).filter(_keys_q(doomed))
-            )
+                lock_documents(cursor, collection.pk, list(doomed.values()))
             # Chunks first in one statement, so the cascade does not walk them row by row.
-            Chunk.objects.using(self.using).filter(document__in=doomed_docs.values("pk")).delete()
-            return doomed_docs.delete()[1].get(Document._meta.label, 0)
+            Chunk.objects.using(self.using).filter(document_id__in=list(doomed)).delete()
+            deleted = Document.objects.using(self.using).filter(pk__in=list(doomed)).delete()
+            return deleted[1].get(Document._meta.label, 0)
 
     def record(
         self,
