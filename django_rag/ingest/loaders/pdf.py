@@ -176,7 +176,7 @@ def _stable_aggregator(aggregator: Any) -> Any:
     class StableAggregator(aggregator):  # type: ignore[misc]
         def begin_page(self, page: Any, ctm: Any) -> None:
             super().begin_page(page, ctm)
-            plain: Any = self.cur_item
+            plain: Any = getattr(self, "cur_item")  # noqa: B009 - the base class is untyped here
             self.cur_item = StablePage(plain.pageid, plain.bbox)
 
     return StableAggregator
