@@ -81,17 +81,23 @@ def _batches(docs: Iterable[RagDocument], size: int) -> Iterator[list[RagDocumen
 
 def _chunks(collection: Collection, doc: RagDocument, embedder: Embedder) -> list[ChunkData]:
     metadata = _json_safe(doc.metadata)
-    chunks = chunk_document(
-        doc,
-        chunk_size=collection.chunk_size,
-        chunk_overlap=collection.chunk_overlap,
-        # The model's own tokenizer when it has one, so no chunk is truncated by the embedder.
-        token_counter=getattr(embedder, "count_tokens", None),
-    )
+    chunks = chunk_document(doc, **chunking_options(collection, embedder))
     for chunk in chunks:
         # Document metadata rides on every chunk so metadata filters need no join.
         chunk.metadata = {**metadata, **chunk.metadata}
     return chunks
+
+
+def chunking_options(collection: Collection, embedder: Embedder) -> dict[str, Any]:
+    """How ``collection``'s documents are chunked: its sizes, counted with the embedder's tokenizer."""
+    return {
+        "chunk_size": collection.chunk_size,
+        "chunk_overlap": collection.chunk_overlap,
+        # The model's own tokenizer when it has one, so no chunk is truncated by the embedder.
+        "token_counter": getattr(embedder, "count_tokens", None),
+        "batch_counter": getattr(embedder, "count_tokens_batch", None),
+        "additive": bool(getattr(embedder, "tokens_add_up", False)),
+    }
 
 
 def embed_missing(
