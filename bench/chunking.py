@@ -160,7 +160,8 @@ def main() -> None:
 
     print(f"chunking, all-MiniLM-L6-v2 tokenizer, chunk_size {SIZE}, overlap {OVERLAP}; one process per row")
     print(
-        f"{'chunker':<22} {'MB':>7} {'seconds':>8} {'MB/s':>7} {'extra MB':>9} {'chunks':>8} {'tokens/chunk':>12}"
+        f"{'chunker':<22} {'MB':>7} {'seconds':>8} {'MB/s':>7} {'extra MB':>9} {'chunks':>8} "
+        f"{'tokens/chunk':>12}"
     )
     rows: list[tuple[str, dict[str, Any]]] = []
     if args.peer_mb:
