@@ -88,7 +88,7 @@ def test_skips_and_failures_are_reported_and_failures_exit_non_zero(folder: Path
 
 @pytest.mark.django_db
 def test_a_missing_path_and_an_unknown_collection_are_clear_errors(tmp_path: Path) -> None:
-    with pytest.raises(CommandError, match="1 source.*failed: nope: no such file or folder"):
+    with pytest.raises(CommandError, match=r"1 source.*failed: nope: no such file or folder"):
         ingest(str(tmp_path / "nope"))
     with pytest.raises(CommandError, match="unknown collection 'zzz'"):
         ingest(str(tmp_path), collection="zzz")

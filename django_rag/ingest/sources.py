@@ -357,7 +357,9 @@ class _Run:
         else:
             report.reasons[outcome.reason] += 1
             report.problems.append(
-                SourceOutcome(outcome.source, outcome.source_id, outcome.status, outcome.reason, outcome.error)
+                SourceOutcome(
+                    outcome.source, outcome.source_id, outcome.status, outcome.reason, outcome.error
+                )
             )
         self.progress.source(outcome)
 
@@ -371,7 +373,9 @@ class _Run:
         for doc in outcome.documents:
             stored = self.stored.get(doc.source_id)
             digest = hashlib.sha1(doc.text.encode()).hexdigest()
-            changes.add("add" if stored is None else "unchanged" if stored == (digest, "indexed") else "update")
+            changes.add(
+                "add" if stored is None else "unchanged" if stored == (digest, "indexed") else "update"
+            )
         return "update" if len(changes) > 1 else changes.pop()
 
     def _record(self, outcome: SourceOutcome) -> None:
@@ -399,7 +403,9 @@ class _Run:
         whole-file document after switching to ``per_page``)."""
         tenant = self.options.tenant
         for source_id, made in self.parted:
-            self.store.delete(self.collection, prefix=source_id, tenant=tenant, keep={(tenant, s) for s in made})
+            self.store.delete(
+                self.collection, prefix=source_id, tenant=tenant, keep={(tenant, s) for s in made}
+            )
 
     def prune(self, sources: list[str]) -> None:
         report = self.report
@@ -415,5 +421,7 @@ class _Run:
                 inside = state.source.startswith(folder + os.sep)
                 if inside and state.source_id not in self.seen:
                     if not self.options.dry_run:
-                        self.store.delete(self.collection, source_id=state.source_id, tenant=self.options.tenant)
+                        self.store.delete(
+                            self.collection, source_id=state.source_id, tenant=self.options.tenant
+                        )
                     report.pruned.append(state.source_id)

@@ -171,7 +171,12 @@ class MemoryStore:
         last = list({(r.info.tenant, r.info.source_id): r for r in records}.values())
         for r in last:
             self.record(
-                collection, r.info, status=r.status, reason=r.reason, error=r.error, drop_chunks=r.status != "failed"
+                collection,
+                r.info,
+                status=r.status,
+                reason=r.reason,
+                error=r.error,
+                drop_chunks=r.status != "failed",
             )
         return len(last)
 

@@ -199,7 +199,9 @@ class Command(BaseCommand):
                 write(f"... and {len(report.problems) - 50} more (see the admin, or --json)")
         if options.dry_run:
             changes = ", ".join(f"{n} {change}" for change, n in sorted(report.changes.items())) or "none"
-            write(f"{report.count('loaded')} sources loaded into {report.documents} documents: {changes}{dry}")
+            write(
+                f"{report.count('loaded')} sources loaded into {report.documents} documents: {changes}{dry}"
+            )
         else:
             write(
                 f"{report.count('loaded')} sources loaded into {report.documents} documents; "
@@ -215,7 +217,9 @@ class Command(BaseCommand):
                 if any(p.reason == reason and p.status == status for p in report.problems)
             )
             rows.append((status, report.count(status), reasons))
-        rows.append(("pruned", len(report.pruned), report.prune_skipped and f"not run: {report.prune_skipped}"))
+        rows.append(
+            ("pruned", len(report.pruned), report.prune_skipped and f"not run: {report.prune_skipped}")
+        )
         write(f"\n{'sources':<10}{'count':>8}  reasons")
         for name, count, detail in rows:
             write(f"{name:<10}{count:>8}  {detail}".rstrip())
@@ -252,7 +256,13 @@ def _summary(report: IngestReport, options: IngestOptions, interrupted: bool) ->
         "pruned": report.pruned,
         "prune_skipped": report.prune_skipped,
         "problems": [
-            {"source_id": o.source_id, "source": o.source, "status": o.status, "reason": o.reason, "error": o.error}
+            {
+                "source_id": o.source_id,
+                "source": o.source,
+                "status": o.status,
+                "reason": o.reason,
+                "error": o.error,
+            }
             for o in report.problems
         ],
     }
