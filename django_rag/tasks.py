@@ -59,6 +59,34 @@ __all__ = [
 
 logger = logging.getLogger("django_rag.ingest")
 
+
+def _optional(name: str) -> Any:
+    return importlib.import_module(name) if importlib.util.find_spec(name.split(".")[0]) else None
+
+
+# Celery is optional (the "celery" extra); the Tasks API is django.tasks on Django 6 and the
+# django-tasks backport before it.
+celery: Any = _optional("celery")
+current_app: Any = celery.current_app if celery else None
+tasks_api: Any = (
+    importlib.import_module("django.tasks")
+    if importlib.util.find_spec("django.tasks")
+    else _optional("django_tasks")
+)
+
+
+def _as_task(function: Any) -> Any:
+    """``function`` as a module-level Task of the Tasks API (a worker finds a job's task by its
+    dotted path), or None without the API or a usable default backend (check E112 says which)."""
+    if tasks_api is None:
+        return None
+    try:
+        return tasks_api.task(function)
+    except Exception:
+        logger.exception("django-rag: cannot declare %s as a task of the Tasks API", function.__name__)
+        return None
+
+
 _OPTIONS: dict[str, Any] = {
     "bind": True,
     "acks_late": True,
@@ -273,7 +301,8 @@ def remove(
         ) from exc
 
 
-def run_ingest(
+@_as_task
+def ingest_job(
     app_label: str,
     model_name: str,
     pk: Any,
@@ -300,7 +329,8 @@ def run_ingest(
     return result.status
 
 
-def run_remove(
+@_as_task
+def remove_job(
     app_label: str,
     model_name: str,
     pk: Any,
@@ -312,28 +342,8 @@ def run_remove(
     return remove_instance(app_label, model_name, pk, using=using)
 
 
-def _optional(name: str) -> Any:
-    return importlib.import_module(name) if importlib.util.find_spec(name.split(".")[0]) else None
-
-
-# Celery is optional (the "celery" extra); the Tasks API is django.tasks on Django 6 and the
-# django-tasks backport before it.
-celery: Any = _optional("celery")
-current_app: Any = celery.current_app if celery else None
 ingest_task: Any = None
 remove_task: Any = None
 if celery is not None:
     ingest_task = celery.shared_task(name="django_rag.ingest", **_OPTIONS)(ingest)
     remove_task = celery.shared_task(name="django_rag.remove", **_OPTIONS)(remove)
-
-tasks_api: Any = (
-    importlib.import_module("django.tasks")
-    if importlib.util.find_spec("django.tasks")
-    else _optional("django_tasks")
-)
-ingest_job: Any = None
-remove_job: Any = None
-if tasks_api is not None:
-    # Module-level Task objects: a worker finds a job's task by this dotted path.
-    ingest_job = tasks_api.task(run_ingest)
-    remove_job = tasks_api.task(run_remove)
