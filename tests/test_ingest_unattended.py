@@ -394,3 +394,28 @@ def resident(field: str) -> int:
         if line.startswith(field + ":"):
             return int(line.split()[1]) * 1024
     raise AssertionError(f"no {field} in /proc/self/status")
+
+
+@pytest.mark.django_db
+def test_a_refused_url_is_recorded_and_the_refusal_names_the_setting(tmp_path: Path) -> None:
+    summary, _ = run_failing("http://127.0.0.1:1/a", "https://127.0.0.1:1/b", root=tmp_path)
+    errors = {p["source_id"]: (p["reason"], p["error"]) for p in summary["problems"]}
+    assert errors["http://127.0.0.1:1/a"][0] == "outbound-refused"
+    assert 'RAG["OUTBOUND"]["ALLOWED_SCHEMES"]' in errors["http://127.0.0.1:1/a"][1]
+    assert 'RAG["OUTBOUND"]["ALLOW_NETWORKS"]' in errors["https://127.0.0.1:1/b"][1]
+    assert Document.objects.get(source_id="https://127.0.0.1:1/b").status_reason == "outbound-refused"
+
+
+def test_help_documents_the_size_limits_and_exit_status() -> None:
+    from django.core.management import load_command_class
+
+    command = load_command_class("django_rag", "rag_ingest")
+    text = command.create_parser("manage.py", "rag_ingest").format_help()
+    for needle in (
+        'RAG["OUTBOUND"]["MAX_BYTES"]',
+        'RAG["MEDIA"]["MAX_BYTES"]',
+        "--max-bytes",
+        "--prune",
+        "130",
+    ):
+        assert needle in text

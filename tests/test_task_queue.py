@@ -50,6 +50,17 @@ SLOW = {
 }
 
 
+@pytest.fixture(autouse=True)
+def no_broker():
+    """A current Celery app without a broker (the suite's Redis app may be current from other tests)."""
+    from celery import Celery, current_app
+
+    previous = current_app._get_current_object()
+    Celery("django_rag_no_broker", set_as_current=True).conf.update(broker_url=None)
+    yield
+    previous.set_current()
+
+
 def db_worker() -> subprocess.CompletedProcess[str]:
     """Run the queued jobs with the real worker command, until the queue is empty."""
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DJANGO_RAG_TEST_WORKER": "1"}
