@@ -47,6 +47,7 @@ class WordPieceCounter:
         self.added = [
             token.content for token in tokenizer.get_added_tokens_decoder().values() if token.content
         ]
+        self.added_starts = sorted({token[0] for token in self.added})  # "[" for BERT's [CLS], [SEP]...
         self.words: dict[str, int] = {}
 
     @classmethod
@@ -74,7 +75,7 @@ class WordPieceCounter:
         for i, text in enumerate(texts):
             words: list[str] = []
             punctuation = 0
-            if _CONTROL.search(text) or (self.added and any(token in text for token in self.added)):
+            if _CONTROL.search(text) or self._has_added_token(text):
                 slow.append(text)
                 slow_owner.append(i)
             else:
@@ -102,6 +103,10 @@ class WordPieceCounter:
             ):
                 counts[i] += len(encoding.ids)
         return counts
+
+    def _has_added_token(self, text: str) -> bool:
+        # A character test first: most texts hold no "[" at all.
+        return any(c in text for c in self.added_starts) and any(token in text for token in self.added)
 
     def _learn(self, unknown: set[str]) -> None:
         fresh = [word for word in unknown if len(word) <= _LONGEST_CACHED]

@@ -199,6 +199,7 @@ class _Splitter:
         # then shrunk to fit.
         sample = min(end - start, MAX_COUNT_CHARS)
         step = max(1, sample * self.size // max(1, self.count(self.text[start : start + sample])))
+        step = min(step, MAX_COUNT_CHARS)
         while start < end:
             window = min(step, end - start)
             n = self.count(self.text[start : start + window])
@@ -246,10 +247,14 @@ class _Splitter:
         total = 0  # content tokens of ``current``
         for piece in self.pieces(iter([(start, end)]), 0):
             hard = piece.level == _HARD_LEVEL
-            if current and (self.overhead + total + piece.tokens > self.size or (hard and self.additive)):
+            # A chunk is never longer than one count call may be (a counter that sees few tokens in
+            # much text, e.g. a word count of base64, would otherwise make chunks without bound).
+            too_long = bool(current) and piece.end - current[0].start > MAX_COUNT_CHARS
+            over = self.overhead + total + piece.tokens > self.size
+            if current and (too_long or over or (hard and self.additive)):
                 # Piece counts may add up to more than the joined text counts (a token per piece
                 # is rounded up), or, inside a word, to less: count the real span then.
-                if not self.additive or hard:
+                if not too_long and (not self.additive or hard):
                     real = self._span_tokens([current[0], piece])
                     if self.overhead + real <= self.size:
                         current.append(piece)
@@ -260,6 +265,8 @@ class _Splitter:
                     current, min(self.overlap, self.size - self.overhead - piece.tokens)
                 )
                 current.append(piece)
+                while piece.end - current[0].start > MAX_COUNT_CHARS:
+                    current.pop(0)  # the overlap too stays within one count call
                 if self.additive and any(p.level == _HARD_LEVEL for p in current[:-1]):
                     total = self._span_tokens(current)
                 else:
