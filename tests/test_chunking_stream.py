@@ -108,7 +108,7 @@ TRICKY = [
     "control\x01char",
     "next\x85line",
     "café au lait",
-    "日本語の文です。次の文です！",
+    "日本語の文です。次の文です\uff01",
     "zero\u200bwidth space",
     "x" * 300,
     "don't stop-believing!!",
@@ -117,7 +117,7 @@ TRICKY = [
     "tab\there\nnew\rline",
     "emoji 😀 ok",
     "line\u2028separator",
-    "MCM2–7 hexamers (≥ 3.5 µm)",
+    "MCM2\u20137 hexamers (\u2265 3.5 \u00b5m)",
 ]
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError, call_command, load_command_class
 from django.test import override_settings
 
 from django_rag.embedders.hashing import HashingEmbedder
@@ -407,8 +407,6 @@ def test_a_refused_url_is_recorded_and_the_refusal_names_the_setting(tmp_path: P
 
 
 def test_help_documents_the_size_limits_and_exit_status() -> None:
-    from django.core.management import load_command_class
-
     command = load_command_class("django_rag", "rag_ingest")
     text = command.create_parser("manage.py", "rag_ingest").format_help()
     for needle in (
