@@ -10,7 +10,8 @@ sentences and dealt, seeded, into paragraphs of 1-8 sentences until the size is 
 paragraphs and chunks throughout, in the corpus's own vocabulary (a large collection of one
 field reuses its words, which the counter remembers: its cache starts empty in every run).
 
-Every size runs in a process of its own. Memory is the process's peak resident set (VmHWM,
+Every size runs in a process of its own. Seconds are wall-clock; CPU seconds are the process's
+(user + system, all its threads), the fairer figure on a machine whose cores other work shares. Memory is the process's peak resident set (VmHWM,
 reset through /proc/self/clear_refs once the text is built and the tokenizer loaded) less the
 resident set at that moment: what chunking adds on top of the text. Two ways to consume:
 
@@ -77,18 +78,18 @@ def measure(megabytes: float, mode: str, chunker: str) -> dict[str, Any]:
         module = _peer_module()
         _reset_peak()
         base = _rss_kb("VmRSS")
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         chunks = module.split_text(
             text, chunk_size=SIZE, chunk_overlap=OVERLAP, token_counter=embedder.count_tokens
         )
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         count, tokens = len(chunks), sum(c.token_count for c in chunks)
     else:
         from django_rag.ingest.chunking import iter_chunks
 
         _reset_peak()
         base = _rss_kb("VmRSS")
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         stream = iter_chunks(
             text,
             chunk_size=SIZE,
@@ -104,11 +105,12 @@ def measure(megabytes: float, mode: str, chunker: str) -> dict[str, Any]:
             tokens += chunk.token_count
             if mode == "kept":
                 kept.append(chunk)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     peak = _rss_kb("VmHWM")
     return {
         "mb": len(text.encode()) / 1e6,
         "seconds": seconds,
+        "cpu": cpu,
         "extra_mb": (peak - base) / 1024,
         "chunks": count,
         "tokens": tokens,
@@ -160,8 +162,8 @@ def main() -> None:
 
     print(f"chunking, all-MiniLM-L6-v2 tokenizer, chunk_size {SIZE}, overlap {OVERLAP}; one process per row")
     print(
-        f"{'chunker':<22} {'MB':>7} {'seconds':>8} {'MB/s':>7} {'extra MB':>9} {'chunks':>8} "
-        f"{'tokens/chunk':>12}"
+        f"{'chunker':<22} {'MB':>7} {'seconds':>8} {'MB/s':>7} {'CPU s':>7} {'MB/CPU s':>8} "
+        f"{'extra MB':>9} {'chunks':>8} {'tokens/chunk':>12}"
     )
     rows: list[tuple[str, dict[str, Any]]] = []
     if args.peer_mb:
@@ -184,7 +186,8 @@ def main() -> None:
 
 def _print(name: str, r: dict[str, Any]) -> None:
     print(
-        f"{name:<22} {r['mb']:7.1f} {r['seconds']:8.2f} {r['mb'] / r['seconds']:7.2f} {r['extra_mb']:9.1f} "
+        f"{name:<22} {r['mb']:7.1f} {r['seconds']:8.2f} {r['mb'] / r['seconds']:7.2f} {r['cpu']:7.2f} "
+        f"{r['mb'] / r['cpu']:8.2f} {r['extra_mb']:9.1f} "
         f"{r['chunks']:8} {r['tokens'] / max(r['chunks'], 1):12.1f}",
         flush=True,
     )

@@ -25,9 +25,9 @@ from typing import Any
 
 __all__ = ["WordPieceCounter"]
 
-_WORD = re.compile(r"[a-z0-9]+")
-# BERT's punctuation among ASCII characters: every printable character but letters and digits.
-_PUNCTUATION = re.compile(r"[!-/:-@\[-`{-~]")
+# What BERT's pre-tokenizer makes of lowercased ASCII: runs of letters and digits, and each
+# punctuation character (every printable character but letters and digits) on its own.
+_UNIT = re.compile(r"[a-z0-9]+|[!-/:-@\[-`{-~]")
 # Characters BertNormalizer deletes (control characters but \t \n \r) that Python may treat as
 # whitespace or as part of a word, so the shortcut would split differently: leave such texts
 # to the tokenizer.
@@ -74,7 +74,6 @@ class WordPieceCounter:
         slow_owner: list[int] = []
         for i, text in enumerate(texts):
             words: list[str] = []
-            punctuation = 0
             if _CONTROL.search(text) or self._has_added_token(text):
                 slow.append(text)
                 slow_owner.append(i)
@@ -85,10 +84,8 @@ class WordPieceCounter:
                     slow += runs
                     slow_owner += [i] * len(runs)
                     text = _NON_ASCII_RUN.sub(" ", text)
-                lowered = text.lower()
-                punctuation = len(_PUNCTUATION.findall(lowered))
-                words = _WORD.findall(lowered)
-            counts.append(punctuation)
+                words = _UNIT.findall(text.lower())
+            counts.append(0)
             found.append(words)
         self._learn(set(itertools.chain.from_iterable(found)).difference(self.words))
         get = self.words.__getitem__

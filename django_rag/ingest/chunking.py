@@ -147,6 +147,8 @@ class _Splitter:
         self.batch = batch
         self.overhead = count("")  # special tokens every counted text carries ([CLS], [SEP])
         self.additive = additive
+        # Additive counters: counts of the recent lines and sentences, by span, for the overlap.
+        self.known: dict[tuple[int, int], int] = {}
 
     # --- cutting text into pieces within the budget ------------------------------------------
 
@@ -175,6 +177,68 @@ class _Splitter:
                 batch, chars = [], 0
         if batch:
             yield from self._resolve(batch, level)
+
+    def summed_pieces(self, start: int, end: int) -> Iterator[_Piece]:
+        """``pieces`` for an additive counter: each sentence counted once, lines and paragraphs
+        counted as the sum of their sentences (what counting them whole would give)."""
+        group: list[tuple[int, int, list[tuple[int, int, list[tuple[int, int]]]]]] = []
+        chars = 0
+        for p_start, p_end in self._cuts(0, start, end):
+            if p_end - p_start > MAX_COUNT_CHARS:
+                # Far over any budget, and its sentences must not be listed at once: cut lazily.
+                yield from self._sum_up(group)
+                group, chars = [], 0
+                yield from self._split(p_start, p_end, 1)
+                continue
+            # Most paragraphs are one line (then a newline starts only their trailing separator):
+            # str.find says so faster than the line pattern.
+            newline = self.text.find("\n", p_start, p_end)
+            one_line = newline < 0 or _blank(self.text, newline, p_end)
+            line_spans = [(p_start, p_end)] if one_line else self._cuts(1, p_start, p_end)
+            lines = [(a, b, list(self._cuts(2, a, b))) for a, b in line_spans]
+            group.append((p_start, p_end, lines))
+            chars += p_end - p_start
+            if chars >= BATCH_CHARS:
+                yield from self._sum_up(group)
+                group, chars = [], 0
+        yield from self._sum_up(group)
+
+    def _sum_up(
+        self, group: list[tuple[int, int, list[tuple[int, int, list[tuple[int, int]]]]]]
+    ) -> Iterator[_Piece]:
+        if not group:
+            return
+        sentences = [span for _, _, lines in group for _, _, spans in lines for span in spans]
+        counts = iter(self.batch([self.text[s:e] for s, e in sentences]))
+        size, overhead, known = self.size, self.overhead, self.known
+        for p_start, p_end, lines in group:
+            per_line = [[next(counts) - overhead for _ in spans] for _, _, spans in lines]
+            for (l_start, l_end, spans), tokens in zip(lines, per_line, strict=True):
+                known[(l_start, l_end)] = sum(tokens)
+                known.update(zip(spans, tokens, strict=True))
+            total = sum(known[(a, b)] for a, b, _ in lines)
+            if overhead + total <= size:
+                yield _Piece(p_start, p_end, total, 1)
+                continue
+            for (l_start, l_end, spans), tokens in zip(lines, per_line, strict=True):
+                line_total = known[(l_start, l_end)]
+                if overhead + line_total <= size:
+                    yield _Piece(l_start, l_end, line_total, 2)
+                    continue
+                for (s, e), n in zip(spans, tokens, strict=True):
+                    if overhead + n <= size:
+                        yield _Piece(s, e, n, 3)
+                    else:
+                        yield from self._split(s, e, 3)
+
+    def forget_before(self, position: int) -> None:
+        """Drop remembered counts of spans starting before ``position`` (the chunk being built)."""
+        known = self.known
+        while known:
+            first = next(iter(known))
+            if first[0] >= position:
+                return
+            del known[first]
 
     def _resolve(self, spans: list[tuple[int, int]], level: int) -> Iterator[_Piece]:
         countable = [(s, e) for s, e in spans if e - s <= MAX_COUNT_CHARS]
@@ -222,7 +286,10 @@ class _Splitter:
         while stack and budget > 0:
             piece = stack.pop()
             if piece.tokens < 0:
-                piece = piece._replace(tokens=self.count(self.text[piece.start : piece.end]) - self.overhead)
+                tokens = self.known.get((piece.start, piece.end))
+                if tokens is None:
+                    tokens = self.count(self.text[piece.start : piece.end]) - self.overhead
+                piece = piece._replace(tokens=tokens)
             if piece.tokens <= budget:
                 taken.append(piece)
                 budget -= piece.tokens
@@ -245,7 +312,11 @@ class _Splitter:
         when only counting the chunk's text can tell (a counter whose counts do not add up)."""
         current: list[_Piece] = []
         total = 0  # content tokens of ``current``
-        for piece in self.pieces(iter([(start, end)]), 0):
+        if self.additive:
+            page = self.summed_pieces(start, end)
+        else:
+            page = self.pieces(iter([(start, end)]), 0)
+        for piece in page:
             hard = piece.level == _HARD_LEVEL
             # A chunk is never longer than one count call may be (a counter that sees few tokens in
             # much text, e.g. a word count of base64, would otherwise make chunks without bound).
@@ -267,6 +338,7 @@ class _Splitter:
                 current.append(piece)
                 while piece.end - current[0].start > MAX_COUNT_CHARS:
                     current.pop(0)  # the overlap too stays within one count call
+                self.forget_before(current[0].start)
                 if self.additive and any(p.level == _HARD_LEVEL for p in current[:-1]):
                     total = self._span_tokens(current)
                 else:

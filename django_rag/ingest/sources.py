@@ -286,7 +286,7 @@ class _Run:
         self.seen: set[str] = set()  # source ids this run produced or recorded
         self.parted: list[tuple[str, set[str]]] = []  # PDFs: id -> the ids of their documents
         self.aborted = False
-        self.stored: dict[str, tuple[str, str]] = {}  # dry runs: source id -> (content hash, status)
+        self.stored: dict[str, tuple[str, str]] | None = None  # dry runs: id -> (content hash, status)
 
     def stopped(self) -> bool:
         if not self.aborted and self.stop is not None and self.stop():
@@ -364,7 +364,7 @@ class _Run:
         self.progress.source(outcome)
 
     def _change(self, outcome: SourceOutcome) -> str:
-        if not self.stored:
+        if self.stored is None:
             self.stored = {
                 s.source_id: (s.content_hash, s.status)
                 for s in self.store.sources(self.collection, tenant=self.options.tenant)
