@@ -10,10 +10,11 @@ sentences and dealt, seeded, into paragraphs of 1-8 sentences until the size is 
 paragraphs and chunks throughout, in the corpus's own vocabulary (a large collection of one
 field reuses its words, which the counter remembers: its cache starts empty in every run).
 
-Every size runs in a process of its own. Seconds are wall-clock; CPU seconds are the process's
-(user + system, all its threads), the fairer figure on a machine whose cores other work shares. Memory is the process's peak resident set (VmHWM,
-reset through /proc/self/clear_refs once the text is built and the tokenizer loaded) less the
-resident set at that moment: what chunking adds on top of the text. Two ways to consume:
+Every size runs in a process of its own. Seconds are wall-clock; CPU seconds are the
+process's (user + system, all its threads), the fairer figure on a machine whose cores other
+work shares. Memory is the process's peak resident set (VmHWM, reset through
+/proc/self/clear_refs once the text is built and the tokenizer loaded) less the resident set
+at that moment: what chunking adds on top of the text. Two ways to consume:
 
 - streamed: chunks are counted and dropped as they come (the chunker's own memory);
 - kept: every chunk is kept in a list (what a caller holding one document's chunks pays).

@@ -312,10 +312,7 @@ class _Splitter:
         when only counting the chunk's text can tell (a counter whose counts do not add up)."""
         current: list[_Piece] = []
         total = 0  # content tokens of ``current``
-        if self.additive:
-            page = self.summed_pieces(start, end)
-        else:
-            page = self.pieces(iter([(start, end)]), 0)
+        page = self.summed_pieces(start, end) if self.additive else self.pieces(iter([(start, end)]), 0)
         for piece in page:
             hard = piece.level == _HARD_LEVEL
             # A chunk is never longer than one count call may be (a counter that sees few tokens in
