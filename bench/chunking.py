@@ -19,6 +19,9 @@ at that moment: what chunking adds on top of the text. Two ways to consume:
 - streamed: chunks are counted and dropped as they come (the chunker's own memory);
 - kept: every chunk is kept in a list (what a caller holding one document's chunks pays).
 
+For scale, the tokenizer alone: ``tokenizers``' ``encode_batch`` over every paragraph once (64
+a call), what counting the text with the tokenizer costs before any splitting.
+
 Peer, in the same run: the chunker of the commit before this one (``git show
 d7ceaa1:django_rag/ingest/chunking.py``), which counts the whole text first, on ``--peer-mb`` MB
 (it needs about 230 MB and 7 s per MB of text; 100 MB would need 23 GB).
@@ -75,7 +78,22 @@ def measure(megabytes: float, mode: str, chunker: str) -> dict[str, Any]:
     embedder = LocalEmbedder()
     text = make_text(megabytes)
     embedder.count_tokens("warm up")
-    if chunker == "peer":
+    if chunker == "tokenizer":
+        # Not a chunker: the tokenizer's own encode_batch over every paragraph once, for scale.
+        from django_rag.embedders.local import _load_tokenizer
+
+        tokenizer = _load_tokenizer(str(embedder.tokenizer_file), embedder.tokenizer_sha256, None).tokenizer
+        paragraphs = text.split("\n\n")
+        _reset_peak()
+        base = _rss_kb("VmRSS")
+        start, cpu = time.perf_counter(), time.process_time()
+        count = tokens = 0
+        for i in range(0, len(paragraphs), 64):
+            encodings = tokenizer.encode_batch(paragraphs[i : i + 64])
+            count += len(encodings)
+            tokens += sum(len(e.ids) for e in encodings)
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    elif chunker == "peer":
         module = _peer_module()
         _reset_peak()
         base = _rss_kb("VmRSS")
@@ -169,6 +187,8 @@ def main() -> None:
     rows: list[tuple[str, dict[str, Any]]] = []
     if args.peer_mb:
         rows.append((f"old ({PEER_COMMIT}), list", run_child(args.peer_mb, "kept", "peer")))
+        _print(*rows[-1])
+        rows.append(("tokenizer encode_batch", run_child(args.peer_mb, "kept", "tokenizer")))
         _print(*rows[-1])
     for megabytes in [float(s) for s in args.sizes.split(",")]:
         for mode in ("streamed", "kept"):
