@@ -68,32 +68,33 @@ class WordPieceCounter:
         return cls(tokenizer) if bert else None
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        counts: list[int] = []
-        found: list[list[str]] = []  # the words of each text, counted through the cache
         slow: list[str] = []  # texts or whitespace-separated runs the tokenizer counts itself
         slow_owner: list[int] = []
-        for i, text in enumerate(texts):
-            words: list[str] = []
-            if _CONTROL.search(text) or self._has_added_token(text):
-                slow.append(text)
-                slow_owner.append(i)
-            else:
+        blob = "".join(texts)
+        if blob.isascii() and not _CONTROL.search(blob) and not self._has_added_token(blob):
+            found = [_UNIT.findall(text.lower()) for text in texts]  # the common case, at C speed
+        else:
+            found = []
+            suspect = bool(_CONTROL.search(blob)) or self._has_added_token(blob)
+            for i, text in enumerate(texts):
+                if suspect and (_CONTROL.search(text) or self._has_added_token(text)):
+                    slow.append(text)
+                    slow_owner.append(i)
+                    found.append([])
+                    continue
                 if not text.isascii():
                     # Words with a non-ASCII character go to the tokenizer; the rest stays here.
                     runs = _NON_ASCII_RUN.findall(text)
                     slow += runs
                     slow_owner += [i] * len(runs)
                     text = _NON_ASCII_RUN.sub(" ", text)
-                words = _UNIT.findall(text.lower())
-            counts.append(0)
-            found.append(words)
+                found.append(_UNIT.findall(text.lower()))
         self._learn(set(itertools.chain.from_iterable(found)).difference(self.words))
         get = self.words.__getitem__
-        for i, words in enumerate(found):
-            try:
-                counts[i] += sum(map(get, words))
-            except KeyError:  # a word too long to remember
-                counts[i] += sum(self.words.get(w) or self._count_long(w) for w in words)
+        try:
+            counts = [sum(map(get, words)) for words in found]
+        except KeyError:  # a word too long to remember
+            counts = [sum(self.words.get(w) or self._count_long(w) for w in words) for words in found]
         if slow:
             for i, encoding in zip(
                 slow_owner, self.tokenizer.encode_batch(slow, add_special_tokens=False), strict=True
