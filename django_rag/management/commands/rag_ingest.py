@@ -307,8 +307,10 @@ class _Progress(SourcesProgress):
     def start(self, total: int) -> None:
         if tqdm is None or self.verbosity < 1:
             return
-        self.sources = tqdm(total=total, unit="source", desc="reading", position=0, dynamic_ncols=True)
-        self.embedding = tqdm(total=0, unit="text", desc="embedding", position=1, dynamic_ncols=True)
+        # disable=None: no bars when stderr is not a terminal (cron logs get the table only).
+        bar = {"dynamic_ncols": True, "disable": None}
+        self.sources = tqdm(total=total, unit="source", desc="reading", position=0, **bar)
+        self.embedding = tqdm(total=0, unit="text", desc="embedding", position=1, **bar)
 
     def source(self, outcome: SourceOutcome) -> None:
         if self.sources is not None:
