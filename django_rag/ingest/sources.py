@@ -194,7 +194,8 @@ def load_source(
         else:
             docs = load_bytes(data, content_type=content_type, source_id=sid, metadata=meta)
     except LoaderError as exc:
-        return _failed(outcome, EXTRACTION_FAILED, str(exc))
+        hint = " (rag_ingest: --password or --password-map)" if "encrypted" in str(exc) else ""
+        return _failed(outcome, EXTRACTION_FAILED, f"{exc}{hint}")
     if not docs:
         outcome.reason, outcome.error = EMPTY_TEXT, "no text to index"
         return outcome
