@@ -89,12 +89,15 @@ class WordPieceCounter:
                     slow_owner += [i] * len(runs)
                     text = _NON_ASCII_RUN.sub(" ", text)
                 found.append(_UNIT.findall(text.lower()))
-        self._learn(set(itertools.chain.from_iterable(found)).difference(self.words))
         get = self.words.__getitem__
         try:
             counts = [sum(map(get, words)) for words in found]
-        except KeyError:  # a word too long to remember
-            counts = [sum(self.words.get(w) or self._count_long(w) for w in words) for words in found]
+        except KeyError:  # words not seen yet: learn the batch's, in one call to the tokenizer
+            self._learn(set(itertools.chain.from_iterable(found)).difference(self.words))
+            try:
+                counts = [sum(map(get, words)) for words in found]
+            except KeyError:  # a word too long to remember
+                counts = [sum(self.words.get(w) or self._count_long(w) for w in words) for words in found]
         if slow:
             for i, encoding in zip(
                 slow_owner, self.tokenizer.encode_batch(slow, add_special_tokens=False), strict=True
