@@ -12,6 +12,8 @@ One id per check:
   space's vectors; W004 routing disagrees with RAG['DATABASE']; W005 an OpenAI backend has no key
 - E100 unknown RAG['MEDIA'] key; E111 a MEDIA content type has no loader
 - E101-E109 a ``register()`` declaration is wrong (see ``_registration_problems``)
+- W110 without a Celery broker, saved rows would be ingested inside the request (the Tasks API
+  backend runs jobs immediately); E112 the Tasks API backend of ingestion jobs is unusable
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .exceptions import RagError
 from .ingest.loaders import get_loader
 from .ingest.registration import MEDIA_DEFAULTS, Registration, registrations
 from .models import Chunk
+from .tasks import task_backend, uses_celery
 
 __all__ = ["check_database", "check_registrations", "check_settings"]
 
@@ -380,3 +383,46 @@ def _model_field(model: Any, name: str) -> Any:
         return model._meta.get_field(name)
     except FieldDoesNotExist:
         return None
+
+
+@register()
+def check_task_queue(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Where saves of registered models go without a Celery broker (django_rag.W110, E112)."""
+    if not rag_settings.ASYNC or not any(r.auto for r in registrations()) or uses_celery():
+        return []
+    alias = {**MEDIA_DEFAULTS, **(rag_settings.MEDIA or {})}["TASK_BACKEND"]
+    fix = (
+        "Queue them in the database: add 'django_tasks_db' (and on Django 5.2 'django_tasks') to "
+        "INSTALLED_APPS, set TASKS = {'default': {'BACKEND': 'django_tasks_db.DatabaseBackend'}}, migrate, "
+        "and run `manage.py db_worker`; or configure a Celery broker."
+    )
+    try:
+        backend = task_backend()
+    except Exception as exc:  # an alias missing from TASKS, a backend that cannot be imported
+        return [
+            Error(
+                f"RAG['MEDIA']['TASK_BACKEND'] = {alias!r}: the Tasks API backend for ingestion jobs is "
+                f"unusable ({exc})",
+                hint="Name a backend of settings.TASKS. " + fix,
+                id="django_rag.E112",
+            )
+        ]
+    if backend is None:
+        return [
+            Error(
+                "no Celery broker and no Tasks API: saved rows of registered models cannot be queued",
+                hint="pip install django-tasks django-tasks-db. " + fix,
+                id="django_rag.E112",
+            )
+        ]
+    if type(backend).__name__ in ("ImmediateBackend", "DummyBackend"):
+        what = "inside the request" if type(backend).__name__ == "ImmediateBackend" else "never"
+        return [
+            Warning(
+                f"no Celery broker, and the Tasks API backend {alias!r} is {type(backend).__name__}: saved "
+                f"rows of registered models are ingested {what}",
+                hint=fix + " Or set RAG['ASYNC'] = False to ingest inline after the commit on purpose.",
+                id="django_rag.W110",
+            )
+        ]
+    return []

@@ -1,8 +1,15 @@
-"""Work off the request path: the save/delete wiring of registered models and the Celery tasks.
+"""Work off the request path: the save/delete wiring of registered models, Celery and Tasks API jobs.
 
-Saving a registered row schedules ``(app_label, model_name, pk)`` once its transaction commits:
-a Celery task when a broker is configured (``RAG["ASYNC"]``), otherwise the same library call
-inline after the commit. The tasks are thin adapters over ``django_rag.ingest.rows``.
+Saving a registered row schedules ``(app_label, model_name, pk)`` once its transaction commits,
+never running the ingestion inside the request:
+
+- a Celery task when Celery has a broker (``RAG["ASYNC"]``, the default);
+- otherwise a job of Django's Tasks API (``django.tasks`` on Django 6, the ``django-tasks``
+  backport on 5.2) on the backend ``RAG["MEDIA"]["TASK_BACKEND"]``: with ``django-tasks-db``'s
+  ``DatabaseBackend`` the job is a row in the site's own database, run by ``manage.py db_worker``
+  and kept across restarts (``checks.py`` warns when the backend would run it immediately);
+- inline after the commit only when a site asks for it with ``RAG["ASYNC"] = False`` (scripts,
+  tests). The jobs and tasks are thin adapters over ``django_rag.ingest.rows``.
 
 The tasks are ``acks_late`` and rejected back to the queue when their worker dies, so a
 killed worker's ingestion runs again elsewhere; that is safe because ingestion is an
@@ -15,13 +22,18 @@ records the failure on the Document and sends ``ingestion_failed``. Celery is op
 
 from __future__ import annotations
 
+import datetime
+import importlib
+import importlib.util
 import logging
 import random
 from functools import partial
 from typing import Any
 
+from django.apps import apps
 from django.db import models, transaction
 from django.db.models.signals import post_delete, post_save
+from django.utils import timezone
 
 from .conf import rag_settings
 from .exceptions import ConfigurationError
@@ -41,10 +53,39 @@ __all__ = [
     "remove_task",
     "schedule_ingest",
     "schedule_removal",
+    "task_backend",
     "uses_celery",
 ]
 
 logger = logging.getLogger("django_rag.ingest")
+
+
+def _optional(name: str) -> Any:
+    return importlib.import_module(name) if importlib.util.find_spec(name.split(".")[0]) else None
+
+
+# Celery is optional (the "celery" extra); the Tasks API is django.tasks on Django 6 and the
+# django-tasks backport before it.
+celery: Any = _optional("celery")
+current_app: Any = celery.current_app if celery else None
+tasks_api: Any = (
+    importlib.import_module("django.tasks")
+    if importlib.util.find_spec("django.tasks")
+    else _optional("django_tasks")
+)
+
+
+def _as_task(function: Any) -> Any:
+    """``function`` as a module-level Task of the Tasks API (a worker finds a job's task by its
+    dotted path), or None without the API or a usable default backend (check E112 says which)."""
+    if tasks_api is None:
+        return None
+    try:
+        return tasks_api.task(function)
+    except Exception:
+        logger.exception("django-rag: cannot declare %s as a task of the Tasks API", function.__name__)
+        return None
+
 
 _OPTIONS: dict[str, Any] = {
     "bind": True,
@@ -92,12 +133,12 @@ def uses_celery() -> bool:
 
 
 def schedule_ingest(model: type[models.Model], pk: Any, row_using: str | None = None) -> None:
-    """Ingest a row off the request path: a Celery task when possible, otherwise inline now."""
+    """Ingest a row off the request path: a Celery task, or a job of the Tasks API (see the module)."""
     _schedule("ingest", model, pk, row_using)
 
 
 def schedule_removal(model: type[models.Model], pk: Any, row_using: str | None = None) -> None:
-    """Remove a row's documents: a Celery task when possible, otherwise inline now."""
+    """Remove a row's documents off the request path: a Celery task, or a job of the Tasks API."""
     _schedule("remove", model, pk, row_using)
 
 
@@ -111,14 +152,56 @@ def enqueue(
     task = ingest_task if action == "ingest" else remove_task
     if task is None:
         raise ConfigurationError('Celery is not installed: pip install "django-rag[celery]"')
-    # Task arguments travel as JSON: integer keys stay integers, anything else (UUID...) a string.
+    task.apply_async(args=_arguments(model, pk, row_using, using), queue=media_settings()["QUEUE"])
+
+
+def enqueue_job(
+    action: str,
+    model: type[models.Model],
+    pk: Any,
+    row_using: str | None = None,
+    using: str | None = None,
+    *,
+    attempt: int = 0,
+    delay: float = 0.0,
+) -> Any:
+    """Queue ``action`` of a row as a job of Django's Tasks API; returns its ``TaskResult``."""
+    job = ingest_job if action == "ingest" else remove_job
+    if job is None:
+        raise ConfigurationError(
+            "Django's Tasks API is missing: pip install django-tasks django-tasks-db (Django 5.2), "
+            "or set RAG['ASYNC'] = False to ingest inline after the commit"
+        )
+    settings = media_settings()
+    options: dict[str, Any] = {
+        "backend": settings["TASK_BACKEND"],
+        "queue_name": settings["QUEUE"] or "default",
+    }
+    if delay:
+        options["run_after"] = timezone.now() + datetime.timedelta(seconds=delay)
+    return job.using(**options).enqueue(*_arguments(model, pk, row_using, using), attempt)
+
+
+def task_backend() -> Any:
+    """The Tasks API backend jobs go to (``RAG["MEDIA"]["TASK_BACKEND"]``), or None without the API."""
+    if tasks_api is None:
+        return None
+    return tasks_api.task_backends[media_settings()["TASK_BACKEND"]]
+
+
+def _arguments(
+    model: type[models.Model], pk: Any, row_using: str | None, using: str | None
+) -> tuple[Any, ...]:
+    # Arguments travel as JSON: integer keys stay integers, anything else (UUID...) a string.
     key = pk if isinstance(pk, int) else str(pk)
-    args = (model._meta.app_label, model._meta.model_name, key, row_using, using)
-    task.apply_async(args=args, queue=media_settings()["QUEUE"])
+    return (model._meta.app_label, model._meta.model_name, key, row_using, using)
 
 
 def _schedule(action: str, model: type[models.Model], pk: Any, row_using: str | None) -> None:
     meta = model._meta
+    if not rag_settings.ASYNC:
+        _inline(action, model, pk, row_using)
+        return
     if uses_celery():
         try:
             if action == "ingest":
@@ -128,8 +211,27 @@ def _schedule(action: str, model: type[models.Model], pk: Any, row_using: str | 
         except Exception:
             # A broker outage must not lose the change, nor fail a save that has already committed.
             logger.exception(
-                "django-rag: cannot enqueue %s of %s:%s; running it inline", action, meta.label_lower, pk
+                "django-rag: cannot send %s of %s:%s to Celery; queueing it with the Tasks API",
+                action,
+                meta.label_lower,
+                pk,
             )
+    try:
+        if action == "ingest":
+            _mark_pending(model, pk)
+        enqueue_job(action, model, pk, row_using)
+    except Exception:
+        logger.exception(
+            "django-rag: cannot queue %s of %s:%s; `manage.py rag_reindex %s --changed-only` will pick it up",
+            action,
+            meta.label_lower,
+            pk,
+            meta.label,
+        )
+
+
+def _inline(action: str, model: type[models.Model], pk: Any, row_using: str | None) -> None:
+    meta = model._meta
     try:
         if action == "ingest":
             ingest_instance(meta.app_label, meta.model_name or "", pk, row_using=row_using)
@@ -199,13 +301,49 @@ def remove(
         ) from exc
 
 
-current_app: Any = None
+@_as_task
+def ingest_job(
+    app_label: str,
+    model_name: str,
+    pk: Any,
+    row_using: str | None = None,
+    using: str | None = None,
+    attempt: int = 0,
+) -> str:
+    """The Tasks API job: ingest one row; a transient failure is queued again with backoff."""
+    settings = media_settings()
+    final = attempt >= settings["MAX_RETRIES"]
+    try:
+        result = ingest_instance(
+            app_label, model_name, pk, raise_transient=not final, row_using=row_using, using=using
+        )
+    except Exception as exc:
+        if not is_transient(exc):
+            raise
+        # The Tasks API has no retries of its own: the next attempt is a new job, deferred.
+        model = apps.get_model(app_label, model_name)
+        enqueue_job(
+            "ingest", model, pk, row_using, using, attempt=attempt + 1, delay=backoff(attempt, settings)
+        )
+        return "retrying"
+    return result.status
+
+
+@_as_task
+def remove_job(
+    app_label: str,
+    model_name: str,
+    pk: Any,
+    row_using: str | None = None,
+    using: str | None = None,
+    attempt: int = 0,
+) -> int:
+    """The Tasks API job: remove the documents of a deleted row."""
+    return remove_instance(app_label, model_name, pk, using=using)
+
+
 ingest_task: Any = None
 remove_task: Any = None
-try:
-    from celery import current_app, shared_task
-except ImportError:  # pragma: no cover - without Celery, saves are ingested inline after commit
-    pass
-else:
-    ingest_task = shared_task(name="django_rag.ingest", **_OPTIONS)(ingest)  # type: ignore[no-untyped-call]
-    remove_task = shared_task(name="django_rag.remove", **_OPTIONS)(remove)  # type: ignore[no-untyped-call]
+if celery is not None:
+    ingest_task = celery.shared_task(name="django_rag.ingest", **_OPTIONS)(ingest)
+    remove_task = celery.shared_task(name="django_rag.remove", **_OPTIONS)(remove)

@@ -12,8 +12,13 @@ if TYPE_CHECKING:
     from .models import Chunk, Document
 
 __all__ = [
+    "BINARY_CONTENT",
     "EMPTY_TEXT",
+    "EXTRACTION_FAILED",
+    "OUTBOUND_REFUSED",
+    "SYMLINK_LOOP",
     "TOO_LARGE",
+    "UNREADABLE",
     "UNSUPPORTED_TYPE",
     "Answer",
     "ChunkData",
@@ -27,6 +32,16 @@ __all__ = [
 UNSUPPORTED_TYPE = "unsupported-type"
 TOO_LARGE = "too-large"
 EMPTY_TEXT = "empty-text"
+# A text file (by its name) whose bytes are not text: NUL bytes and no byte-order mark.
+BINARY_CONTENT = "binary-content"
+# Why a file could not be read (``status="failed"``): not a regular file, gone, I/O error.
+UNREADABLE = "unreadable"
+# A symbolic link that leads back into a folder being walked, or to itself.
+SYMLINK_LOOP = "symlink-loop"
+# The loader could not extract text (a broken or encrypted PDF...): ``status="failed"``.
+EXTRACTION_FAILED = "extraction-failed"
+# RAG["OUTBOUND"] (the OutboundPolicy) refused to fetch a URL: ``status="failed"``.
+OUTBOUND_REFUSED = "outbound-refused"
 
 
 @dataclass

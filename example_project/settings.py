@@ -61,7 +61,12 @@ RAG = {
     },
 }
 
-# Celery (example_project/celery.py). With no broker, uploads are ingested inline after commit;
-# with one (CELERY_BROKER_URL=redis://127.0.0.1:6379/0), a worker ingests them.
+# Celery (example_project/celery.py). With no broker, uploads are queued in the database (the
+# Tasks API below) and `manage.py db_worker` ingests them; with one
+# (CELERY_BROKER_URL=redis://127.0.0.1:6379/0), a Celery worker does.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
 CELERY_TASK_IGNORE_RESULT = True
+
+# No broker: ingestion jobs are rows in this database (Django's Tasks API, django-tasks-db).
+INSTALLED_APPS += ["django_tasks", "django_tasks_db"]
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}

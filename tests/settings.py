@@ -112,3 +112,9 @@ if os.environ.get("DJANGO_RAG_TEST_WORKER"):
     DATABASES["default"]["NAME"] = os.environ["DJANGO_RAG_TEST_DB"]
     # Per-worker RAG keys (e.g. a slow or remote embedder), as JSON.
     RAG.update(json.loads(os.environ.get("DJANGO_RAG_TEST_RAG", "{}")))
+
+# --- No broker: ingestion jobs queued in the database (Django's Tasks API), tests/test_task_queue.py --
+import django  # noqa: E402
+
+INSTALLED_APPS += ["django_tasks_db"] if django.VERSION >= (6, 0) else ["django_tasks", "django_tasks_db"]
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}

@@ -21,7 +21,9 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def ingest(*args: str, **options: object) -> str:
+    """rag_ingest with ids relative to the folder holding the first path (its parent)."""
     out = io.StringIO()
+    options.setdefault("root", str(Path(args[0]).parent))
     call_command("rag_ingest", *args, stdout=out, stderr=io.StringIO(), verbosity=0, **options)
     return out.getvalue()
 
@@ -45,10 +47,15 @@ def folder(tmp_path: Path) -> Path:
 def test_a_folder_is_ingested_recursively_with_a_summary_line(folder: Path) -> None:
     summary = ingest(str(folder))
     assert "3 sources loaded into 3 documents" in summary and "2 skipped, 0 failed" in summary
-    assert set(Document.objects.values_list("source_id", flat=True)) == {
+    assert set(Document.objects.filter(status="indexed").values_list("source_id", flat=True)) == {
         "kb/guides/backup.md",
         "kb/page.html",
         "kb/outline.pdf",
+    }
+    # The skips are recorded, with their reasons, for the admin.
+    assert set(Document.objects.filter(status="skipped").values_list("source_id", "status_reason")) == {
+        ("kb/blank.txt", "empty-text"),
+        ("kb/data.bin", "unsupported-type"),
     }
     assert rag.collection("docs").search("pg_restore", mode="text")[0].source_id == "kb/page.html"
 
@@ -81,7 +88,7 @@ def test_skips_and_failures_are_reported_and_failures_exit_non_zero(folder: Path
 
 @pytest.mark.django_db
 def test_a_missing_path_and_an_unknown_collection_are_clear_errors(tmp_path: Path) -> None:
-    with pytest.raises(CommandError, match="no such file or folder"):
+    with pytest.raises(CommandError, match=r"1 source.*failed: nope: no such file or folder"):
         ingest(str(tmp_path / "nope"))
     with pytest.raises(CommandError, match="unknown collection 'zzz'"):
         ingest(str(tmp_path), collection="zzz")

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ConfigurationError, EmbedderError
 from .base import BaseEmbedder, Vector
+from .wordpiece import WordPieceCounter
 
 if TYPE_CHECKING:
     import numpy as np
@@ -103,6 +104,7 @@ class LocalEmbedder(BaseEmbedder):
             model_path, self.model_file, tokenizer_path
         )
         self._loaded: tuple[_Model, _Tokenizer] | None = None
+        self._special_tokens: int | None = None
 
     def count_tokens(self, text: str) -> int:
         """Positions ``text`` takes when embedded as a document (special tokens included).
@@ -112,6 +114,35 @@ class LocalEmbedder(BaseEmbedder):
         """
         tokenizer = _load_tokenizer(str(self.tokenizer_file), self.tokenizer_sha256, None).tokenizer
         return len(tokenizer.encode(self.document_prefix + text).ids)
+
+    def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
+        """``count_tokens`` of each text, in one call (what the chunker uses: much faster).
+
+        A BERT-style tokenizer (this model's) is counted word by word with the words' counts
+        remembered (``embedders.wordpiece``), exactly; any other tokenizer encodes the batch.
+        """
+        counter = self._word_counter()
+        if counter is not None:
+            overhead = self._overhead()
+            return [overhead + n for n in counter.count_many(texts)]
+        tokenizer = _load_tokenizer(str(self.tokenizer_file), self.tokenizer_sha256, None).tokenizer
+        return [len(e.ids) for e in tokenizer.encode_batch([self.document_prefix + t for t in texts])]
+
+    @property
+    def tokens_add_up(self) -> bool:
+        """Whether counts add up across whitespace (WordPiece), so a chunker may sum its pieces'."""
+        return self._word_counter() is not None
+
+    def _word_counter(self) -> WordPieceCounter | None:
+        # The shortcut counts the prefix apart from the text: exact only when it ends in whitespace.
+        if self.document_prefix and not self.document_prefix[-1].isspace():
+            return None
+        return _word_counter(str(self.tokenizer_file), self.tokenizer_sha256)
+
+    def _overhead(self) -> int:
+        if self._special_tokens is None:
+            self._special_tokens = self.count_tokens("")
+        return self._special_tokens
 
     def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
         # Larger windows than one batch, so that sorting by length groups similar texts.
@@ -263,6 +294,11 @@ def _load_model(path: str, sha256: str | None, threads: int | None) -> _Model:
     )
     int_type = np.int32 if inputs["input_ids"].type == "tensor(int32)" else np.int64
     return _Model(session, frozenset(inputs), int_type, name, pooled=len(outputs[name].shape) == 2)
+
+
+@functools.cache
+def _word_counter(path: str, sha256: str | None) -> WordPieceCounter | None:
+    return WordPieceCounter.for_tokenizer(_load_tokenizer(path, sha256, None).tokenizer)
 
 
 @functools.cache

@@ -1,4 +1,4 @@
-"""A recursive, token-aware, page-aware text splitter.
+"""A recursive, token-aware, page-aware text splitter that streams: linear time, bounded memory.
 
 Text is cut at the coarsest separator that brings each piece within the token budget: page
 break (``\\f``, never crossed), blank line, line, sentence end, whitespace, then a hard split
@@ -9,41 +9,65 @@ previous one (at most ``chunk_overlap`` tokens, refined down to sentences when n
 Offsets invariant: every chunk's ``content`` is non-empty, has no leading or trailing
 whitespace, and equals ``text[chunk.char_start:chunk.char_end]``.
 
+Streaming: :func:`iter_chunks` walks the text once, finding separators lazily and counting
+pieces in batches of about ``BATCH_CHARS`` characters; only pieces over the budget are cut and
+counted again, one level finer, and a piece longer than ``MAX_COUNT_CHARS`` is cut before it is
+counted. So every character is counted a bounded number of times (time linear in the text) and
+the splitter holds a batch and the chunk being built, never the whole text's tokens.
+
 Token counting uses tiktoken's ``cl100k_base`` when it is installed and its data loads
 (offline: from tiktoken's cache). Otherwise :func:`estimate_tokens` counts one token per four
 ASCII characters (rounded up) plus one per non-ASCII character. Either way pass
-``token_counter`` to use a model's own tokenizer. The budget holds exactly for subadditive
-counters (the estimate, word counts): a chunk never counts more than the pieces it joins.
+``token_counter`` to use a model's own tokenizer, and ``batch_counter`` (many texts in one
+call, e.g. ``LocalEmbedder.count_tokens_batch``) to count faster. Counts of pieces are taken
+less the per-text overhead (special tokens: ``token_counter("")``). With ``additive=True`` (the
+counter's counts add up at separators, which all end in whitespace: true of WordPiece
+tokenizers such as MiniLM's, and of word counts) a chunk's count is the sum of its pieces' and
+nothing is counted twice; otherwise (tiktoken, the estimate) a span is counted whole before a
+chunk is closed, and every chunk is counted once more for its ``token_count``. The budget holds
+exactly for additive and subadditive counters; ``token_count`` is always the real count.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any, NamedTuple
 
 from ..exceptions import ConfigurationError
 from ..types import ChunkData, RagDocument
 
 __all__ = [
+    "BATCH_CHARS",
     "DEFAULT_CHUNK_OVERLAP",
     "DEFAULT_CHUNK_SIZE",
+    "MAX_COUNT_CHARS",
+    "BatchCounter",
     "Chunker",
+    "TokenCounter",
     "chunk_document",
     "default_token_counter",
     "estimate_tokens",
+    "iter_chunks",
     "split_text",
 ]
 
 DEFAULT_CHUNK_SIZE = 256
 DEFAULT_CHUNK_OVERLAP = 32
+# Characters of pieces counted in one batch call, and the longest piece counted at all: longer
+# ones are cut at the next separator first, so no call tokenizes more than this.
+BATCH_CHARS = 64 * 1024
+MAX_COUNT_CHARS = 64 * 1024
+# Chunks whose exact count is taken in one batch call before they are yielded.
+_EMIT_BATCH = 32
 
 TokenCounter = Callable[[str], int]
+BatchCounter = Callable[[Sequence[str]], list[int]]
 
 PAGE_BREAK = "\f"
 # Coarsest first; a level is tried only on pieces still over budget. A separator stays with
@@ -64,7 +88,7 @@ _HARD_LEVEL = len(_SEPARATORS)
 class _Piece(NamedTuple):
     start: int
     end: int
-    tokens: int
+    tokens: int  # content tokens (the counter's per-text overhead taken off); -1: not counted yet
     level: int  # the next separator to try if this piece must be split further
 
 
@@ -113,40 +137,147 @@ def _check_options(chunk_size: Any, chunk_overlap: Any) -> None:
 
 
 class _Splitter:
-    def __init__(self, text: str, size: int, overlap: int, count: TokenCounter) -> None:
+    def __init__(
+        self, text: str, size: int, overlap: int, count: TokenCounter, batch: BatchCounter, additive: bool
+    ) -> None:
         self.text = text
         self.size = size
         self.overlap = overlap
         self.count = count
+        self.batch = batch
+        self.overhead = count("")  # special tokens every counted text carries ([CLS], [SEP])
+        self.additive = additive
+        # Additive counters: counts of the recent lines and sentences, by span, for the overlap.
+        self.known: dict[tuple[int, int], int] = {}
 
-    def _cuts(self, level: int, start: int, end: int) -> list[int]:
-        return [m.end() for m in _SEPARATORS[level].finditer(self.text, start, end) if m.end() < end]
+    # --- cutting text into pieces within the budget ------------------------------------------
 
-    def pieces(self, start: int, end: int, level: int, out: list[_Piece]) -> None:
-        """Append pieces tiling text[start:end], each within the budget."""
-        tokens = self.count(self.text[start:end])
-        if tokens <= self.size:
-            out.append(_Piece(start, end, tokens, level))
+    def _cuts(self, level: int, start: int, end: int) -> Iterator[tuple[int, int]]:
+        """Spans tiling text[start:end], cut after each separator of ``level`` (lazily)."""
+        for match in _SEPARATORS[level].finditer(self.text, start, end):
+            cut = match.end()
+            if cut < end:
+                yield start, cut
+                start = cut
+        yield start, end
+
+    def _has_cut(self, level: int, start: int, end: int) -> bool:
+        match = _SEPARATORS[level].search(self.text, start, end)
+        return match is not None and match.end() < end
+
+    def pieces(self, spans: Iterator[tuple[int, int]], level: int) -> Iterator[_Piece]:
+        """Pieces tiling ``spans`` (in order), each within the budget; counted in batches."""
+        batch: list[tuple[int, int]] = []
+        chars = 0
+        for span in spans:
+            batch.append(span)
+            chars += span[1] - span[0]
+            if chars >= BATCH_CHARS:
+                yield from self._resolve(batch, level)
+                batch, chars = [], 0
+        if batch:
+            yield from self._resolve(batch, level)
+
+    def summed_pieces(self, start: int, end: int) -> Iterator[_Piece]:
+        """``pieces`` for an additive counter: each sentence counted once, lines and paragraphs
+        counted as the sum of their sentences (what counting them whole would give)."""
+        group: list[tuple[int, int, list[tuple[int, int, list[tuple[int, int]]]]]] = []
+        chars = 0
+        for p_start, p_end in self._cuts(0, start, end):
+            if p_end - p_start > MAX_COUNT_CHARS:
+                # Far over any budget, and its sentences must not be listed at once: cut lazily.
+                yield from self._sum_up(group)
+                group, chars = [], 0
+                yield from self._split(p_start, p_end, 1)
+                continue
+            # Most paragraphs are one line (then a newline starts only their trailing separator):
+            # str.find says so faster than the line pattern.
+            newline = self.text.find("\n", p_start, p_end)
+            one_line = newline < 0 or _blank(self.text, newline, p_end)
+            line_spans = [(p_start, p_end)] if one_line else self._cuts(1, p_start, p_end)
+            lines = [(a, b, list(self._cuts(2, a, b))) for a, b in line_spans]
+            group.append((p_start, p_end, lines))
+            chars += p_end - p_start
+            if chars >= BATCH_CHARS:
+                yield from self._sum_up(group)
+                group, chars = [], 0
+        yield from self._sum_up(group)
+
+    def _sum_up(
+        self, group: list[tuple[int, int, list[tuple[int, int, list[tuple[int, int]]]]]]
+    ) -> Iterator[_Piece]:
+        if not group:
             return
-        for finer in range(level, _HARD_LEVEL):
-            if cuts := self._cuts(finer, start, end):
-                for cut in (*cuts, end):
-                    self.pieces(start, cut, finer + 1, out)
-                    start = cut
-                return
-        self._hard_split(start, end, tokens, out)
+        sentences = [span for _, _, lines in group for _, _, spans in lines for span in spans]
+        counts = iter(self.batch([self.text[s:e] for s, e in sentences]))
+        size, overhead, known = self.size, self.overhead, self.known
+        for p_start, p_end, lines in group:
+            per_line = [[next(counts) - overhead for _ in spans] for _, _, spans in lines]
+            for (l_start, l_end, spans), tokens in zip(lines, per_line, strict=True):
+                known[(l_start, l_end)] = sum(tokens)
+                known.update(zip(spans, tokens, strict=True))
+            total = sum(known[(a, b)] for a, b, _ in lines)
+            if overhead + total <= size:
+                yield _Piece(p_start, p_end, total, 1)
+                continue
+            for (l_start, l_end, spans), tokens in zip(lines, per_line, strict=True):
+                line_total = known[(l_start, l_end)]
+                if overhead + line_total <= size:
+                    yield _Piece(l_start, l_end, line_total, 2)
+                    continue
+                for (s, e), n in zip(spans, tokens, strict=True):
+                    if overhead + n <= size:
+                        yield _Piece(s, e, n, 3)
+                    else:
+                        yield from self._split(s, e, 3)
 
-    def _hard_split(self, start: int, end: int, tokens: int, out: list[_Piece]) -> None:
-        # One ratio for the whole run keeps this linear; each window is then shrunk to fit.
-        step = max(1, (end - start) * self.size // tokens)
+    def forget_before(self, position: int) -> None:
+        """Drop remembered counts of spans starting before ``position`` (the chunk being built)."""
+        known = self.known
+        while known:
+            first = next(iter(known))
+            if first[0] >= position:
+                return
+            del known[first]
+
+    def _resolve(self, spans: list[tuple[int, int]], level: int) -> Iterator[_Piece]:
+        countable = [(s, e) for s, e in spans if e - s <= MAX_COUNT_CHARS]
+        counts = iter(self.batch([self.text[s:e] for s, e in countable])) if countable else iter(())
+        for start, end in spans:
+            tokens = next(counts) if end - start <= MAX_COUNT_CHARS else None
+            if tokens is not None and tokens <= self.size:
+                yield _Piece(start, end, tokens - self.overhead, level)
+            else:
+                yield from self._split(start, end, level)
+
+    def _split(self, start: int, end: int, level: int) -> Iterator[_Piece]:
+        """Pieces of a span over the budget (or too long to count): its coarsest separator first."""
+        for finer in range(level, _HARD_LEVEL):
+            if self._has_cut(finer, start, end):
+                yield from self.pieces(self._cuts(finer, start, end), finer + 1)
+                return
+        yield from self._hard_split(start, end)
+
+    def _hard_split(self, start: int, end: int) -> Iterator[_Piece]:
+        # One ratio, from a bounded sample, for the whole run keeps this linear; each window is
+        # then shrunk to fit.
+        sample = min(end - start, MAX_COUNT_CHARS)
+        step = max(1, sample * self.size // max(1, self.count(self.text[start : start + sample])))
+        step = min(step, MAX_COUNT_CHARS)
         while start < end:
             window = min(step, end - start)
             n = self.count(self.text[start : start + window])
             while n > self.size and window > 1:
                 window = max(1, min(window - 1, window * self.size // n))
                 n = self.count(self.text[start : start + window])
-            out.append(_Piece(start, start + window, n, _HARD_LEVEL))
+            # Inside a word counts do not add up: mark the piece so its chunk is counted whole.
+            yield _Piece(start, start + window, n - self.overhead, _HARD_LEVEL)
             start += window
+
+    # --- merging pieces into chunks -------------------------------------------------------------
+
+    def _span_tokens(self, pieces: list[_Piece]) -> int:
+        return self.count(self.text[pieces[0].start : pieces[-1].end]) - self.overhead
 
     def overlap_pieces(self, previous: list[_Piece], budget: int) -> list[_Piece]:
         """Whole trailing pieces of ``previous`` worth at most ``budget`` tokens."""
@@ -155,7 +286,10 @@ class _Splitter:
         while stack and budget > 0:
             piece = stack.pop()
             if piece.tokens < 0:
-                piece = piece._replace(tokens=self.count(self.text[piece.start : piece.end]))
+                tokens = self.known.get((piece.start, piece.end))
+                if tokens is None:
+                    tokens = self.count(self.text[piece.start : piece.end]) - self.overhead
+                piece = piece._replace(tokens=tokens)
             if piece.tokens <= budget:
                 taken.append(piece)
                 budget -= piece.tokens
@@ -169,33 +303,128 @@ class _Splitter:
     def _split_once(self, piece: _Piece) -> list[_Piece]:
         """``piece`` cut at its coarsest separator down to sentences (uncounted), or []."""
         for level in range(piece.level, _SENTENCE_LEVEL + 1):
-            if cuts := self._cuts(level, piece.start, piece.end):
-                return [_Piece(a, b, -1, level + 1) for a, b in pairwise([piece.start, *cuts, piece.end])]
+            if self._has_cut(level, piece.start, piece.end):
+                return [_Piece(a, b, -1, level + 1) for a, b in self._cuts(level, piece.start, piece.end)]
         return []
 
-    def chunks(self, start: int, end: int) -> list[tuple[int, int]]:
-        """Character spans of the chunks of one page, text[start:end]."""
-        pieces: list[_Piece] = []
-        self.pieces(start, end, 0, pieces)
-        spans: list[tuple[int, int]] = []
+    def spans(self, start: int, end: int) -> Iterator[tuple[int, int, int | None]]:
+        """``(start, end, tokens)`` of the chunks of one page, text[start:end]; ``tokens`` is None
+        when only counting the chunk's text can tell (a counter whose counts do not add up)."""
         current: list[_Piece] = []
-        total = 0
-        for piece in pieces:
-            if current and total + piece.tokens > self.size:
-                # Piece counts add up to more than the joined text counts (a token per piece is
-                # rounded up or split): count the real span before giving up on this chunk.
-                total = self.count(self.text[current[0].start : piece.end])
-                if total <= self.size:
-                    current.append(piece)
-                    continue
-                spans.append((current[0].start, current[-1].end))
-                current = self.overlap_pieces(current, min(self.overlap, self.size - piece.tokens))
-                total = sum(p.tokens for p in current)
+        total = 0  # content tokens of ``current``
+        page = self.summed_pieces(start, end) if self.additive else self.pieces(iter([(start, end)]), 0)
+        for piece in page:
+            hard = piece.level == _HARD_LEVEL
+            # A chunk is never longer than one count call may be (a counter that sees few tokens in
+            # much text, e.g. a word count of base64, would otherwise make chunks without bound).
+            too_long = bool(current) and piece.end - current[0].start > MAX_COUNT_CHARS
+            over = self.overhead + total + piece.tokens > self.size
+            if current and (too_long or over or (hard and self.additive)):
+                # Piece counts may add up to more than the joined text counts (a token per piece
+                # is rounded up), or, inside a word, to less: count the real span then.
+                if not too_long and (not self.additive or hard):
+                    real = self._span_tokens([current[0], piece])
+                    if self.overhead + real <= self.size:
+                        current.append(piece)
+                        total = real
+                        continue
+                yield current[0].start, current[-1].end, total + self.overhead if self.additive else None
+                current = self.overlap_pieces(
+                    current, min(self.overlap, self.size - self.overhead - piece.tokens)
+                )
+                current.append(piece)
+                while piece.end - current[0].start > MAX_COUNT_CHARS:
+                    current.pop(0)  # the overlap too stays within one count call
+                self.forget_before(current[0].start)
+                if self.additive and any(p.level == _HARD_LEVEL for p in current[:-1]):
+                    total = self._span_tokens(current)
+                else:
+                    total = sum(p.tokens for p in current)
+                continue
             current.append(piece)
             total += piece.tokens
         if current:
-            spans.append((current[0].start, current[-1].end))
-        return spans
+            yield current[0].start, current[-1].end, total + self.overhead if self.additive else None
+
+
+def iter_chunks(
+    text: str,
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
+    token_counter: TokenCounter | None = None,
+    batch_counter: BatchCounter | None = None,
+    additive: bool = False,
+    first_page: int | None = None,
+) -> Iterator[ChunkData]:
+    """The chunks of ``text`` one by one (see :func:`split_text`), holding only a few at a time."""
+    _check_options(chunk_size, chunk_overlap)
+    count = token_counter or default_token_counter()
+    if batch_counter is not None:
+        batch = batch_counter
+        # One text through the batch counter too: it is the fast one, and it must agree anyway.
+        count = lambda text: batch_counter([text])[0]  # noqa: E731
+    else:
+        batch = lambda texts: [count(t) for t in texts]  # noqa: E731
+    if first_page is None and PAGE_BREAK in text:
+        first_page = 1
+    splitter = _Splitter(text, chunk_size, chunk_overlap, count, batch, additive)
+    index = 0
+    pending: list[tuple[int, int, int | None, int | None]] = []  # start, end, tokens, page
+
+    def emit() -> Iterator[ChunkData]:
+        nonlocal index
+        contents = [text[start:end] for start, end, _, _ in pending]
+        unknown = [
+            content for content, (_, _, tokens, _) in zip(contents, pending, strict=True) if tokens is None
+        ]
+        counted = iter(batch(unknown) if unknown else ())
+        for content, (start, _, tokens, page) in zip(contents, pending, strict=True):
+            chunk_tokens = next(counted) if tokens is None else tokens
+            yield ChunkData(
+                index=index,
+                content=content,
+                content_hash=hashlib.sha1(content.encode("utf-8", "surrogatepass")).hexdigest(),
+                token_count=chunk_tokens,
+                page=page,
+                char_start=start,
+                char_end=start + len(content),
+            )
+            index += 1
+        pending.clear()
+
+    for page_index, page_start, page_end in _pages(text):
+        page = None if first_page is None else first_page + page_index
+        for start, end, tokens in splitter.spans(page_start, page_end):
+            raw = text[start:end]
+            content = raw.strip()
+            if not content:
+                continue
+            char_start = start + len(raw) - len(raw.lstrip())
+            pending.append((char_start, char_start + len(content), tokens, page))
+            if len(pending) >= _EMIT_BATCH:
+                yield from emit()
+    yield from emit()
+
+
+def _pages(text: str) -> Iterator[tuple[int, int, int]]:
+    """``(index, start, end)`` of every page of ``text`` that is not blank, pages split at ``\\f``."""
+    start = 0
+    for index in itertools.count():
+        end = text.find(PAGE_BREAK, start)
+        stop = len(text) if end < 0 else end
+        if not _blank(text, start, stop):
+            yield index, start, stop
+        if end < 0:
+            return
+        start = end + len(PAGE_BREAK)
+
+
+_NOT_SPACE = re.compile(r"\S")
+
+
+def _blank(text: str, start: int, end: int) -> bool:
+    return _NOT_SPACE.search(text, start, end) is None
 
 
 def split_text(
@@ -204,6 +433,8 @@ def split_text(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
     token_counter: TokenCounter | None = None,
+    batch_counter: BatchCounter | None = None,
+    additive: bool = False,
     first_page: int | None = None,
 ) -> list[ChunkData]:
     """Split ``text`` into chunks of at most ``chunk_size`` tokens that never cross a ``\\f``.
@@ -211,36 +442,17 @@ def split_text(
     ``page`` is ``first_page`` plus the number of page breaks before the chunk; ``first_page``
     defaults to 1 when the text holds a page break and to ``None`` (no page) otherwise.
     """
-    _check_options(chunk_size, chunk_overlap)
-    count = token_counter or default_token_counter()
-    if first_page is None and PAGE_BREAK in text:
-        first_page = 1
-    splitter = _Splitter(text, chunk_size, chunk_overlap, count)
-    chunks: list[ChunkData] = []
-    page_start = 0
-    for page_index, page_text in enumerate(text.split(PAGE_BREAK)):
-        page_end = page_start + len(page_text)
-        if page_text.strip():
-            page = None if first_page is None else first_page + page_index
-            for start, end in splitter.chunks(page_start, page_end):
-                raw = text[start:end]
-                content = raw.strip()
-                if not content:
-                    continue
-                char_start = start + len(raw) - len(raw.lstrip())
-                chunks.append(
-                    ChunkData(
-                        index=len(chunks),
-                        content=content,
-                        content_hash=hashlib.sha1(content.encode("utf-8", "surrogatepass")).hexdigest(),
-                        token_count=count(content),
-                        page=page,
-                        char_start=char_start,
-                        char_end=char_start + len(content),
-                    )
-                )
-        page_start = page_end + len(PAGE_BREAK)
-    return chunks
+    return list(
+        iter_chunks(
+            text,
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            token_counter=token_counter,
+            batch_counter=batch_counter,
+            additive=additive,
+            first_page=first_page,
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -250,6 +462,8 @@ class Chunker:
     chunk_size: int = DEFAULT_CHUNK_SIZE
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP
     token_counter: TokenCounter | None = None
+    batch_counter: BatchCounter | None = None
+    additive: bool = False
 
     def __post_init__(self) -> None:
         _check_options(self.chunk_size, self.chunk_overlap)
@@ -263,22 +477,31 @@ class Chunker:
             chunk_overlap=lowered.get("chunk_overlap", DEFAULT_CHUNK_OVERLAP),
         )
 
-    def split_text(self, text: str, *, first_page: int | None = None) -> list[ChunkData]:
-        return split_text(
+    def iter_text(self, text: str, *, first_page: int | None = None) -> Iterator[ChunkData]:
+        return iter_chunks(
             text,
             chunk_size=self.chunk_size,
             chunk_overlap=self.chunk_overlap,
             token_counter=self.token_counter,
+            batch_counter=self.batch_counter,
+            additive=self.additive,
             first_page=first_page,
         )
 
-    def chunk_document(self, doc: RagDocument) -> list[ChunkData]:
-        """Chunks of ``doc``; a ``page`` in its metadata numbers the page its text starts on."""
+    def split_text(self, text: str, *, first_page: int | None = None) -> list[ChunkData]:
+        return list(self.iter_text(text, first_page=first_page))
+
+    def iter_document(self, doc: RagDocument) -> Iterator[ChunkData]:
+        """Chunks of ``doc`` one by one; a ``page`` in its metadata numbers the page its text starts on."""
         page = doc.metadata.get("page")
         if isinstance(page, str) and page.isdigit():
             page = int(page)
         first_page = page if isinstance(page, int) and not isinstance(page, bool) else None
-        return self.split_text(doc.text, first_page=first_page)
+        return self.iter_text(doc.text, first_page=first_page)
+
+    def chunk_document(self, doc: RagDocument) -> list[ChunkData]:
+        """Chunks of ``doc``; a ``page`` in its metadata numbers the page its text starts on."""
+        return list(self.iter_document(doc))
 
 
 def chunk_document(
@@ -287,6 +510,8 @@ def chunk_document(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
     token_counter: TokenCounter | None = None,
+    batch_counter: BatchCounter | None = None,
+    additive: bool = False,
 ) -> list[ChunkData]:
     """Chunks of one loaded document (see :meth:`Chunker.chunk_document`)."""
-    return Chunker(chunk_size, chunk_overlap, token_counter).chunk_document(doc)
+    return Chunker(chunk_size, chunk_overlap, token_counter, batch_counter, additive).chunk_document(doc)

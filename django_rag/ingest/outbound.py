@@ -34,6 +34,12 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Resolver = Callable[[str, int], Iterable[str]]
 """``resolver(host, port)`` returns the host's addresses as strings."""
 
+
+def setting(name: str) -> str:
+    """How a refusal names the setting that allows it: ``RAG["OUTBOUND"]["ALLOW_NETWORKS"]``."""
+    return f'RAG["OUTBOUND"]["{name}"]'
+
+
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # Credentials meant for the first origin must not follow a redirect to another one.
 SENSITIVE_HEADERS = ("Authorization", "Cookie", "Proxy-Authorization")
@@ -138,7 +144,8 @@ class OutboundPolicy:
         scheme = parts.scheme.lower()
         if scheme not in self.allowed_schemes:
             raise OutboundPolicyError(
-                f"refused {url!r}: scheme {scheme!r} is not allowed (allowed_schemes={self.allowed_schemes})"
+                f"refused {url!r}: scheme {scheme!r} is not allowed "
+                f"(allowed_schemes={self.allowed_schemes}); allow it with {setting('ALLOWED_SCHEMES')}"
             )
         default_port = 443 if scheme == "https" else 80
         port = port or default_port
@@ -148,11 +155,13 @@ class OutboundPolicy:
         denied = _match_host(host, self.host_denylist)
         if denied:
             raise OutboundPolicyError(
-                f"refused {url!r}: host {host!r} matches host_denylist entry {denied!r}"
+                f"refused {url!r}: host {host!r} matches host_denylist entry {denied!r} "
+                f"({setting('HOST_DENYLIST')})"
             )
         if self.host_allowlist and not _match_host(host, self.host_allowlist):
             raise OutboundPolicyError(
-                f"refused {url!r}: host {host!r} is not in host_allowlist {list(self.host_allowlist)}"
+                f"refused {url!r}: host {host!r} is not in host_allowlist {list(self.host_allowlist)}; "
+                f"add it to {setting('HOST_ALLOWLIST')}"
             )
         literal = _parse_ip(host)
         addresses = [str(literal)] if literal else self._resolve(host, port)
@@ -161,8 +170,9 @@ class OutboundPolicy:
             reason = f"not an IP address ({address!r})" if ip is None else _blocked_reason(ip, self.networks)
             if reason:
                 raise OutboundPolicyError(
-                    f"refused {url!r}: host {host!r} resolves to {address}, which is {reason}; "
-                    "pass OutboundPolicy(allow_networks=[...]) to allow it deliberately"
+                    f"refused {url!r}: host {host!r} resolves to {address}, which is {reason}; to reach it "
+                    f"deliberately, add its network to {setting('ALLOW_NETWORKS')} "
+                    "(or pass OutboundPolicy(allow_networks=[...]) for one call)"
                 )
         bracketed = f"[{host}]" if ":" in host else host
         host_header = bracketed if port == default_port else f"{bracketed}:{port}"
@@ -307,7 +317,8 @@ def guarded_fetch(
                 raise OutboundPolicyError(f"refused {url!r}: redirect loop ({chain})")
             if len(redirects) > policy.max_redirects:
                 raise OutboundPolicyError(
-                    f"refused {url!r}: more than {policy.max_redirects} redirects (max_redirects)"
+                    f"refused {url!r}: more than {policy.max_redirects} redirects (max_redirects; "
+                    f"{setting('MAX_REDIRECTS')})"
                 )
             if response.status_code == 303 or (response.status_code in (301, 302) and method == "POST"):
                 method = "GET"  # what browsers do; the body (we never send one) is dropped
@@ -341,7 +352,8 @@ def _send(
         except requests.exceptions.Timeout as exc:
             raise OutboundPolicyError(
                 f"{destination.url!r} timed out (connect_timeout={policy.connect_timeout}s, "
-                f"read_timeout={policy.read_timeout}s)"
+                f"read_timeout={policy.read_timeout}s; "
+                f"{setting('CONNECT_TIMEOUT')}, {setting('READ_TIMEOUT')})"
             ) from exc
         except requests.exceptions.ConnectionError as exc:
             error = exc  # another checked address of the same host may answer
@@ -352,7 +364,9 @@ def _send(
 
 def _read_capped(response: requests.Response, policy: OutboundPolicy, deadline: float, url: str) -> bytes:
     """Read the decoded body, refusing it once it passes ``max_bytes`` or the total timeout."""
-    too_big = f"refused {url!r}: the response is larger than max_bytes={policy.max_bytes}"
+    too_big = (
+        f"refused {url!r}: the response is larger than max_bytes={policy.max_bytes} ({setting('MAX_BYTES')})"
+    )
     body = bytearray()
     with response:
         declared = response.headers.get("Content-Length", "")
@@ -368,10 +382,13 @@ def _read_capped(response: requests.Response, policy: OutboundPolicy, deadline: 
                     raise OutboundPolicyError(too_big)
                 if time.monotonic() > deadline:
                     raise OutboundPolicyError(
-                        f"refused {url!r}: took longer than total_timeout={policy.total_timeout}s"
+                        f"refused {url!r}: took longer than total_timeout={policy.total_timeout}s "
+                        f"({setting('TOTAL_TIMEOUT')})"
                     )
         except urllib3.exceptions.ReadTimeoutError as exc:
-            raise OutboundPolicyError(f"{url!r} timed out (read_timeout={policy.read_timeout}s)") from exc
+            raise OutboundPolicyError(
+                f"{url!r} timed out (read_timeout={policy.read_timeout}s; {setting('READ_TIMEOUT')})"
+            ) from exc
         except urllib3.exceptions.HTTPError as exc:
             raise LoaderError(f"reading {url!r} failed: {exc}") from exc
     return bytes(body)

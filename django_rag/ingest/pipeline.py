@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import islice
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -24,9 +23,42 @@ from ..stores import DocumentInfo, VectorStore, get_store
 from ..types import ChunkData, RagDocument, SyncResult
 from .chunking import chunk_document
 
-__all__ = ["DEFAULT_BATCH_SIZE", "document_info", "index_documents", "reembed"]
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "MAX_BATCH_CHUNKS",
+    "IndexProgress",
+    "chunking_options",
+    "document_info",
+    "embed_missing",
+    "index_documents",
+    "reembed",
+]
 
 DEFAULT_BATCH_SIZE = 64  # documents per embedding round
+# A batch closes early once its documents hold this many chunks, so a run of long documents
+# holds a bounded number of chunks (and vectors) between two commits. One document is never
+# split across batches: its chunks are replaced in one transaction.
+MAX_BATCH_CHUNKS = 2048
+# Texts per embed_documents call, so progress (and an interrupt) is never far away.
+EMBED_SLICE = 256
+
+
+class IndexProgress:
+    """What ``index_documents`` reports as it goes; subclass it (the defaults do nothing).
+
+    Per batch: ``chunked`` once its documents are chunked (with how many of their chunk texts
+    the store does not hold yet), ``embedded`` after every slice of texts embedded, ``written``
+    once the batch is committed.
+    """
+
+    def chunked(self, documents: int, chunks: int, to_embed: int) -> None:
+        pass
+
+    def embedded(self, texts: int) -> None:
+        pass
+
+    def written(self, result: SyncResult) -> None:
+        pass
 
 
 def index_documents(
@@ -38,12 +70,19 @@ def index_documents(
     owner: Any = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     using: str | None = None,
+    progress: IndexProgress | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> SyncResult:
     """Sync ``docs`` into ``collection``: each document's stored chunks become exactly its new chunks.
 
     Re-indexing a ``source_id`` in a tenant never duplicates: unchanged chunks are kept (and not
     embedded again), vanished ones are deleted, new ones are embedded and inserted, in one
     transaction per batch. Other tenants' documents of the same source id are never touched.
+
+    Batches (``batch_size`` documents, fewer when they hold ``MAX_BATCH_CHUNKS`` chunks) are
+    committed one by one, so an interrupted run keeps what it wrote, and running it again embeds
+    only what is missing (vectors are reused by chunk hash). ``docs`` is read lazily, one batch
+    at a time. ``stop`` is asked before each batch: once it returns True, nothing more is read.
     """
     if isinstance(docs, RagDocument):
         docs = [docs]
@@ -55,57 +94,86 @@ def index_documents(
         raise QueryError("tags must be a list of strings")
     embedder = collection.get_embedder()
     store = get_store(using or collection.using)
+    report = progress or IndexProgress()
+    options = chunking_options(collection, embedder)
     result = SyncResult()
-    for batch in _batches(docs, batch_size):
-        prepared = []
-        for doc in batch:
+    iterator = iter(docs)
+    while not (stop and stop()):
+        prepared: list[tuple[DocumentInfo, list[ChunkData]]] = []
+        chunk_count = 0
+        for doc in iterator:
             if not isinstance(doc, RagDocument):
                 raise QueryError(f"index() takes RagDocument objects, got {type(doc).__name__}")
-            chunks = _chunks(collection, doc, embedder)
+            chunks = _chunks(doc, options)
             if chunks:
                 prepared.append((document_info(doc, tags=tags, tenant=tenant, owner=owner), chunks))
+                chunk_count += len(chunks)
             else:
                 result.skipped += 1
-        result.embedded += embed_missing(
-            embedder, store, collection, tenant, [c for _, chunks in prepared for c in chunks]
+            if len(prepared) >= batch_size or chunk_count >= MAX_BATCH_CHUNKS or (stop and stop()):
+                break
+        else:
+            if not prepared:
+                break
+        chunks_of_batch = [c for _, chunks in prepared for c in chunks]
+        embedded = embed_missing(
+            embedder, store, collection, tenant, chunks_of_batch, progress=report, documents=len(prepared)
         )
-        result += store.upsert_many(collection, prepared, space=embedder.space)
+        written = store.upsert_many(collection, prepared, space=embedder.space)
+        written.embedded = embedded
+        report.written(written)
+        result += written
     return result
 
 
-def _batches(docs: Iterable[RagDocument], size: int) -> Iterator[list[RagDocument]]:
-    iterator = iter(docs)
-    while batch := list(islice(iterator, size)):
-        yield batch
-
-
-def _chunks(collection: Collection, doc: RagDocument, embedder: Embedder) -> list[ChunkData]:
+def _chunks(doc: RagDocument, options: dict[str, Any]) -> list[ChunkData]:
     metadata = _json_safe(doc.metadata)
-    chunks = chunk_document(
-        doc,
-        chunk_size=collection.chunk_size,
-        chunk_overlap=collection.chunk_overlap,
-        # The model's own tokenizer when it has one, so no chunk is truncated by the embedder.
-        token_counter=getattr(embedder, "count_tokens", None),
-    )
+    chunks = chunk_document(doc, **options)
     for chunk in chunks:
         # Document metadata rides on every chunk so metadata filters need no join.
         chunk.metadata = {**metadata, **chunk.metadata}
     return chunks
 
 
+def chunking_options(collection: Collection, embedder: Embedder) -> dict[str, Any]:
+    """How ``collection``'s documents are chunked: its sizes, counted with the embedder's tokenizer."""
+    return {
+        "chunk_size": collection.chunk_size,
+        "chunk_overlap": collection.chunk_overlap,
+        # The model's own tokenizer when it has one, so no chunk is truncated by the embedder.
+        "token_counter": getattr(embedder, "count_tokens", None),
+        "batch_counter": getattr(embedder, "count_tokens_batch", None),
+        "additive": bool(getattr(embedder, "tokens_add_up", False)),
+    }
+
+
 def embed_missing(
-    embedder: Embedder, store: VectorStore, collection: Collection, tenant: str, chunks: list[ChunkData]
+    embedder: Embedder,
+    store: VectorStore,
+    collection: Collection,
+    tenant: str,
+    chunks: list[ChunkData],
+    *,
+    progress: IndexProgress | None = None,
+    documents: int = 0,
 ) -> int:
-    """Attach vectors to ``chunks``, embedding only texts not stored yet. Returns texts embedded."""
+    """Attach vectors to ``chunks``, embedding only texts not stored yet. Returns texts embedded.
+
+    ``progress`` hears of the batch (``documents`` documents) once it is known what is missing,
+    then after every slice of texts embedded."""
     known = store.vectors_for(collection, embedder.space, [c.content_hash for c in chunks], tenant=tenant)
     missing: dict[str, str] = {}
     for chunk in chunks:
         if chunk.content_hash not in known:
             missing.setdefault(chunk.content_hash, chunk.content)
-    if missing:
-        vectors = embedder.embed_documents(list(missing.values()))
-        known.update(zip(missing.keys(), vectors, strict=True))
+    if progress is not None:
+        progress.chunked(documents, len(chunks), len(missing))
+    hashes, texts = list(missing), list(missing.values())
+    for start in range(0, len(texts), EMBED_SLICE):
+        vectors = embedder.embed_documents(texts[start : start + EMBED_SLICE])
+        known.update(zip(hashes[start : start + EMBED_SLICE], vectors, strict=True))
+        if progress is not None:
+            progress.embedded(len(vectors))
     for chunk in chunks:
         chunk.embedding = [float(x) for x in known[chunk.content_hash]]
     return len(missing)

@@ -46,8 +46,14 @@ MEDIA_DEFAULTS: dict[str, Any] = {
     # Content types a file may have; None means every type a loader handles.
     "CONTENT_TYPES": None,
     "MAX_BYTES": 20 * 1024 * 1024,
-    # Celery queue of the ingestion tasks; None routes them like any other task.
+    # Queue of the ingestion tasks: Celery's (None routes them like any other task), and the Tasks
+    # API's queue_name (None: "default", what `manage.py db_worker` runs by default).
     "QUEUE": None,
+    # Tasks API backend alias (settings.TASKS) of the ingestion jobs when Celery has no broker.
+    "TASK_BACKEND": "default",
+    # Text registrations (text=...) longer than this many bytes (UTF-8) are skipped as too-large;
+    # None: MAX_BYTES.
+    "MAX_TEXT_BYTES": None,
     # Transient failures (embedder 429/5xx, connection errors) are retried this often, with
     # exponential backoff from RETRY_BACKOFF seconds up to RETRY_BACKOFF_MAX, plus jitter.
     "MAX_RETRIES": 5,
@@ -116,6 +122,13 @@ class Registration:
 
     def size_limit(self) -> int:
         return int(self.max_bytes if self.max_bytes is not None else media_settings()["MAX_BYTES"])
+
+    def text_limit(self) -> int:
+        """Largest ``text=`` row, in UTF-8 bytes: ``max_bytes``, else MAX_TEXT_BYTES or MAX_BYTES of MEDIA."""
+        if self.max_bytes is not None:
+            return int(self.max_bytes)
+        media = media_settings()
+        return int(media["MAX_TEXT_BYTES"] if media["MAX_TEXT_BYTES"] is not None else media["MAX_BYTES"])
 
     def fingerprint(self, instance: Any) -> str:
         """What the row's document depends on, short of the file's bytes: compared after each write."""

@@ -209,7 +209,16 @@ def _load(registration: Registration, instance: Any) -> _Loaded:
         title = str(instance)
         loaded = _Loaded(title=title, source="", content_type="text/plain")
         metadata = {"title": title, **derived, **registration.metadata_for(instance)}
-        loaded.docs = load_text(registration.text_of(instance), source_id=source_id, metadata=metadata)
+        text = registration.text_of(instance)
+        size, limit = len(text.encode("utf-8", "surrogatepass")), registration.text_limit()
+        if size > limit:
+            # Chunking and embedding grow with the text: an unbounded field would hold a worker for minutes.
+            loaded.skip_reason = TOO_LARGE
+            loaded.skip_detail = (
+                f"the row's text is {size} bytes; the limit is {limit} (RAG['MEDIA']['MAX_TEXT_BYTES'])"
+            )
+            return loaded
+        loaded.docs = load_text(text, source_id=source_id, metadata=metadata)
         if not loaded.docs:
             loaded.skip_reason, loaded.skip_detail = EMPTY_TEXT, "the row has no text"
         return loaded

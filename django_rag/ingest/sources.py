@@ -1,69 +1,141 @@
-"""Files, folders and URLs into documents, with a reason for everything that is skipped.
+"""Files, folders and URLs into a collection, every outcome recorded: the layer under ``rag_ingest``.
 
-The layer under ``manage.py rag_ingest``: walk the sources, pick a loader by content type,
-and report per source what was loaded, skipped (``unsupported-type``, ``too-large``,
-``empty-text``) or failed (with the loader's error).
+Each source is loaded (a loader picked by content type) and what it gives is synced through the
+one pipeline, batch by batch. What cannot be indexed gets a Document row saying why, visible in
+the admin: ``skipped`` (``unsupported-type``, ``too-large``, ``empty-text``, ``binary-content``,
+``symlink-loop``; its old chunks go) or ``failed`` (``unreadable``, ``extraction-failed``,
+``outbound-refused``, with the error; its old chunks stay searchable).
+
+With ``prune`` a folder is mirrored: documents that came from files under it (their recorded
+``source`` is a path in it) and that this run did not see are removed. ``dry_run`` reads and
+extracts every source and reports what would change, writing nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import fnmatch
+import hashlib
+import os
+import stat
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..exceptions import LoaderError, OutboundPolicyError
 from ..models import Collection
-from ..types import EMPTY_TEXT, TOO_LARGE, UNSUPPORTED_TYPE, RagDocument, SyncResult
+from ..stores import DocumentInfo, Record, get_store
+from ..types import (
+    BINARY_CONTENT,
+    EMPTY_TEXT,
+    EXTRACTION_FAILED,
+    OUTBOUND_REFUSED,
+    TOO_LARGE,
+    UNREADABLE,
+    UNSUPPORTED_TYPE,
+    RagDocument,
+    SyncResult,
+)
 from .loaders import get_loader, guess_content_type, load_bytes, load_pdf, load_web
-from .pipeline import index_documents
+from .pipeline import DEFAULT_BATCH_SIZE, IndexProgress, index_documents
+from .walk import Found, source_id_for, walk
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "IngestOptions",
     "IngestReport",
     "SourceOutcome",
+    "SourcesProgress",
+    "count_sources",
     "ingest_sources",
-    "iter_files",
     "load_source",
 ]
 
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
+_RECORD_BATCH = 500  # skip and failure records written per statement
+_SNIFF_BYTES = 8192
 
 
 @dataclass
 class SourceOutcome:
-    source: str
+    source: str  # the file's absolute path, or the URL
+    source_id: str
     status: str  # "loaded" | "skipped" | "failed"
     reason: str = ""
+    error: str = ""
     documents: list[RagDocument] = field(default_factory=list)
+    content_type: str = ""
+    change: str = ""  # dry runs: "add" | "update" | "unchanged" (loaded) or "record"
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """How ``ingest_sources`` reads sources; the ``rag_ingest`` options of the same names."""
+
+    root: str = "."
+    tags: tuple[str, ...] = ()
+    tenant: str = ""
+    per_page: bool = False
+    batch_size: int = DEFAULT_BATCH_SIZE
+    max_bytes: int = DEFAULT_MAX_BYTES
+    excludes: tuple[str, ...] = ()
+    password: str | None = None
+    passwords: Mapping[str, str] = field(default_factory=dict)  # glob of source ids -> password
+    prune: bool = False
+    dry_run: bool = False
+    fail_fast: bool = False
+    policy: Any = None  # an OutboundPolicy for URLs; None: RAG["OUTBOUND"]
+
+    def password_for(self, source_id: str) -> str | None:
+        for pattern, password in self.passwords.items():
+            if fnmatch.fnmatchcase(source_id, pattern):
+                return password
+        return self.password
 
 
 @dataclass
 class IngestReport:
+    """What a run did: chunk counts, per-status source counts, the problems, what was pruned."""
+
     sync: SyncResult = field(default_factory=SyncResult)
-    outcomes: list[SourceOutcome] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)  # sources by status
+    reasons: Counter[str] = field(default_factory=Counter)  # skipped and failed sources by reason
+    problems: list[SourceOutcome] = field(default_factory=list)  # skipped and failed, in order
+    changes: Counter[str] = field(default_factory=Counter)  # dry runs: loaded sources by change
+    pruned: list[str] = field(default_factory=list)
+    documents: int = 0  # documents loaded
+    interrupted: bool = False  # stopped (Ctrl-C, --fail-fast) before every source was read
+    prune_skipped: str = ""  # why --prune did not run
 
     def count(self, status: str) -> int:
-        return sum(1 for outcome in self.outcomes if outcome.status == status)
+        return self.counts[status]
 
     @property
     def failed(self) -> list[SourceOutcome]:
-        return [outcome for outcome in self.outcomes if outcome.status == "failed"]
+        return [outcome for outcome in self.problems if outcome.status == "failed"]
 
 
-def iter_files(path: Path) -> Iterator[tuple[Path, str]]:
-    """``(file, source_id)`` for a file, or for every file under a folder (recursive, sorted, no dotfiles).
+class SourcesProgress(IndexProgress):
+    """``IndexProgress`` plus ``source(outcome)``, called once per source read."""
 
-    Files in a folder get ``<folder name>/<relative path>`` as source id, so re-ingesting the
-    folder from anywhere syncs the same documents.
-    """
-    if path.is_dir():
-        for file in sorted(path.rglob("*")):
-            relative = file.relative_to(path)
-            if file.is_file() and not any(part.startswith(".") for part in relative.parts):
-                yield file, f"{path.resolve().name}/{relative.as_posix()}"
-    else:
-        yield path, path.as_posix()
+    def source(self, outcome: SourceOutcome) -> None:
+        pass
+
+
+def _is_url(source: str) -> bool:
+    return source.startswith(("http://", "https://"))
+
+
+def count_sources(sources: Iterable[str], options: IngestOptions) -> int:
+    """How many sources ``ingest_sources`` will read (a walk of the folders, nothing loaded)."""
+    total = 0
+    for source in sources:
+        if not _is_url(source) and os.path.isdir(source):
+            total += sum(1 for _ in walk(source, options.root, options.excludes))
+        else:
+            total += 1
+    return total
 
 
 def load_source(
@@ -73,81 +145,284 @@ def load_source(
     per_page: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     policy: Any = None,
+    password: str | None = None,
 ) -> SourceOutcome:
     """Load one file path or http(s) URL; never raises for bad content, reports it instead."""
     label = str(source)
+    if isinstance(source, str) and _is_url(source):
+        sid = source_id or source
+        try:
+            docs = load_web(source, policy=policy, source_id=sid)
+        except OutboundPolicyError as exc:
+            return SourceOutcome(label, sid, "failed", OUTBOUND_REFUSED, str(exc))
+        except LoaderError as exc:
+            return SourceOutcome(label, sid, "failed", EXTRACTION_FAILED, str(exc))
+        if not docs:
+            return SourceOutcome(label, sid, "skipped", EMPTY_TEXT, "the page has no text")
+        return SourceOutcome(label, sid, "loaded", documents=docs, content_type="text/html")
+    path = os.path.abspath(source)
+    sid = source_id or Path(path).as_posix()
+    content_type = guess_content_type(os.path.basename(path)) or ""
+    outcome = SourceOutcome(path, sid, "skipped", content_type=content_type)
+    if not content_type or get_loader(content_type) is None:
+        outcome.reason = UNSUPPORTED_TYPE
+        outcome.error = f"no loader for {content_type or 'files named ' + repr(os.path.basename(path))}"
+        return outcome
     try:
-        if isinstance(source, str) and source.startswith(("http://", "https://")):
-            docs = load_web(source, policy=policy, source_id=source_id)
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            # Reading a FIFO or a device would block or never end: refuse before opening it.
+            return _failed(outcome, UNREADABLE, f"not a regular file ({_kind(info.st_mode)})")
+        if info.st_size > max_bytes:
+            outcome.reason, outcome.error = TOO_LARGE, f"{info.st_size} bytes > --max-bytes {max_bytes}"
+            return outcome
+        with open(path, "rb") as file:
+            data = file.read(max_bytes + 1)  # a file growing while we read cannot make us read more
+    except OSError as exc:
+        return _failed(outcome, UNREADABLE, f"cannot read: {exc.strerror or exc}")
+    if len(data) > max_bytes:
+        outcome.reason, outcome.error = TOO_LARGE, f"more than --max-bytes {max_bytes} bytes"
+        return outcome
+    if content_type.startswith("text/") and _looks_binary(data):
+        outcome.reason = BINARY_CONTENT
+        outcome.error = f"named as {content_type} but holds NUL bytes (binary data)"
+        return outcome
+    meta = {"source": path}
+    try:
+        if content_type == "application/pdf":
+            docs = load_pdf(data, source_id=sid, per_page=per_page, password=password, metadata=meta)
         else:
-            path = Path(source)
-            content_type = guess_content_type(path.name)
-            if content_type is None or not _supported(content_type):
-                return SourceOutcome(
-                    label, "skipped", f"{UNSUPPORTED_TYPE} ({content_type or path.suffix or '?'})"
-                )
-            size = path.stat().st_size
-            if size > max_bytes:
-                return SourceOutcome(label, "skipped", f"{TOO_LARGE} ({size} bytes > {max_bytes})")
-            data = path.read_bytes()
-            sid = source_id or path.as_posix()
-            meta = {"source": path.as_posix()}
-            if content_type == "application/pdf" and per_page:
-                docs = load_pdf(data, source_id=sid, per_page=True, metadata=meta)
-            else:
-                docs = load_bytes(data, content_type=content_type, source_id=sid, metadata=meta)
-    except (LoaderError, OutboundPolicyError, OSError) as exc:
-        return SourceOutcome(label, "failed", str(exc))
+            docs = load_bytes(data, content_type=content_type, source_id=sid, metadata=meta)
+    except LoaderError as exc:
+        hint = " (rag_ingest: --password or --password-map)" if "encrypted" in str(exc) else ""
+        return _failed(outcome, EXTRACTION_FAILED, f"{exc}{hint}")
     if not docs:
-        return SourceOutcome(label, "skipped", EMPTY_TEXT)
-    return SourceOutcome(label, "loaded", documents=docs)
+        outcome.reason, outcome.error = EMPTY_TEXT, "no text to index"
+        return outcome
+    outcome.status, outcome.documents = "loaded", docs
+    return outcome
+
+
+def _failed(outcome: SourceOutcome, reason: str, error: str) -> SourceOutcome:
+    outcome.status, outcome.reason, outcome.error = "failed", reason, error
+    return outcome
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a file"
+
+
+def _looks_binary(data: bytes) -> bool:
+    head = data[:_SNIFF_BYTES]
+    # UTF-16 and UTF-32 text is full of NUL bytes: the loader decodes it by its byte-order mark.
+    if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf")):
+        return False
+    return b"\x00" in head
 
 
 def ingest_sources(
     collection: Collection,
     sources: Iterable[str],
+    options: IngestOptions | None = None,
     *,
-    tags: Iterable[str] = (),
-    tenant: str = "",
-    per_page: bool = False,
-    batch_size: int = 64,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    progress: Callable[[SourceOutcome], None] | None = None,
+    progress: SourcesProgress | None = None,
+    stop: Callable[[], bool] | None = None,
     using: str | None = None,
 ) -> IngestReport:
-    """Load every source (files, folders, URLs) and sync what loaded into ``collection`` in batches."""
-    report = IngestReport()
-    pending: list[RagDocument] = []
-    for source in sources:
-        targets: Iterable[tuple[str | Path, str | None]]
-        if source.startswith(("http://", "https://")):
-            targets = [(source, None)]
-        else:
-            path = Path(source)
-            if not path.exists():
-                outcome = SourceOutcome(source, "failed", "no such file or folder")
-                report.outcomes.append(outcome)
-                if progress:
-                    progress(outcome)
-                continue
-            targets = iter_files(path)
-        for target, source_id in targets:
-            outcome = load_source(target, source_id=source_id, per_page=per_page, max_bytes=max_bytes)
-            report.outcomes.append(outcome)
-            pending += outcome.documents
-            if len(pending) >= batch_size:
-                report.sync += index_documents(
-                    collection, pending, tags=list(tags), tenant=tenant, batch_size=batch_size, using=using
-                )
-                pending = []
-            if progress:
-                progress(outcome)
-    if pending:
-        report.sync += index_documents(
-            collection, pending, tags=list(tags), tenant=tenant, batch_size=batch_size, using=using
+    """Load every source (files, folders, URLs) and sync what loaded into ``collection`` in batches.
+
+    ``stop`` is asked before each source and each batch: once it returns True the run ends after
+    the batch in hand (``report.interrupted``), and nothing is pruned.
+    """
+    options = options or IngestOptions()
+    sources = list(sources)
+    run = _Run(collection, options, progress or SourcesProgress(), stop, using)
+    run.check_targets(sources)
+    docs = run.documents(sources)
+    if options.dry_run:
+        for _ in docs:
+            pass
+    else:
+        run.report.sync = index_documents(
+            collection,
+            docs,
+            tags=list(options.tags),
+            tenant=options.tenant,
+            batch_size=options.batch_size,
+            using=using,
+            progress=run.progress,
+            stop=run.stopped,
         )
-    return report
+        run.flush()
+        run.drop_stale_parts()
+    if options.prune:
+        run.prune(sources)
+    return run.report
 
 
-def _supported(content_type: str) -> bool:
-    return get_loader(content_type) is not None
+class _Run:
+    """The state of one ``ingest_sources`` call."""
+
+    def __init__(
+        self,
+        collection: Collection,
+        options: IngestOptions,
+        progress: SourcesProgress,
+        stop: Callable[[], bool] | None,
+        using: str | None,
+    ) -> None:
+        self.collection = collection
+        self.options = options
+        self.progress = progress
+        self.stop = stop
+        self.store = get_store(using or collection.using)
+        self.report = IngestReport()
+        self.records: list[Record] = []
+        self.seen: set[str] = set()  # source ids this run produced or recorded
+        self.parted: list[tuple[str, set[str]]] = []  # PDFs: id -> the ids of their documents
+        self.aborted = False
+        self.stored: dict[str, tuple[str, str]] | None = None  # dry runs: id -> (content hash, status)
+
+    def stopped(self) -> bool:
+        if not self.aborted and self.stop is not None and self.stop():
+            self.aborted = True
+        if self.aborted:
+            self.report.interrupted = True
+        return self.aborted
+
+    def check_targets(self, sources: list[str]) -> None:
+        # Before anything is read: a path outside --root is a usage error, not a bad file.
+        for source in sources:
+            if not _is_url(source):
+                source_id_for(source, self.options.root)
+
+    def documents(self, sources: list[str]) -> Iterator[RagDocument]:
+        """The documents of every source, read lazily as the pipeline asks for them."""
+        for source in sources:
+            for target in self._targets(source):
+                if self.stopped():
+                    return
+                outcome = self._load(target)
+                self._count(outcome)
+                if outcome.status != "loaded":
+                    self._record(outcome)
+                elif not self.options.dry_run:
+                    yield from outcome.documents
+                outcome.documents = []
+                if outcome.status == "failed" and self.options.fail_fast:
+                    self.aborted = True
+
+    def _targets(self, source: str) -> Iterator[Found]:
+        if _is_url(source):
+            yield Found(source, source)
+        elif os.path.isdir(source):
+            yield from walk(source, self.options.root, self.options.excludes)
+        elif os.path.lexists(source):
+            yield Found(os.path.abspath(source), source_id_for(source, self.options.root))
+        else:
+            sid = source_id_for(source, self.options.root)
+            yield Found(os.path.abspath(source), sid, UNREADABLE, "no such file or folder")
+
+    def _load(self, target: Found) -> SourceOutcome:
+        if target.reason:
+            status = "failed" if target.reason == UNREADABLE else "skipped"
+            return SourceOutcome(target.path, target.source_id, status, target.reason, target.error)
+        outcome = load_source(
+            target.path,
+            source_id=target.source_id,
+            per_page=self.options.per_page,
+            max_bytes=self.options.max_bytes,
+            policy=self.options.policy,
+            password=self.options.password_for(target.source_id),
+        )
+        if outcome.content_type == "application/pdf" and outcome.status == "loaded":
+            self.parted.append((outcome.source_id, {doc.source_id for doc in outcome.documents}))
+        return outcome
+
+    def _count(self, outcome: SourceOutcome) -> None:
+        report = self.report
+        report.counts[outcome.status] += 1
+        self.seen.add(outcome.source_id)
+        self.seen.update(doc.source_id for doc in outcome.documents)
+        if outcome.status == "loaded":
+            report.documents += len(outcome.documents)
+            if self.options.dry_run:
+                outcome.change = self._change(outcome)
+                report.changes[outcome.change] += 1
+        else:
+            report.reasons[outcome.reason] += 1
+            report.problems.append(
+                SourceOutcome(
+                    outcome.source, outcome.source_id, outcome.status, outcome.reason, outcome.error
+                )
+            )
+        self.progress.source(outcome)
+
+    def _change(self, outcome: SourceOutcome) -> str:
+        if self.stored is None:
+            self.stored = {
+                s.source_id: (s.content_hash, s.status)
+                for s in self.store.sources(self.collection, tenant=self.options.tenant)
+            }
+        changes = set()
+        for doc in outcome.documents:
+            stored = self.stored.get(doc.source_id)
+            digest = hashlib.sha1(doc.text.encode()).hexdigest()
+            changes.add(
+                "add" if stored is None else "unchanged" if stored == (digest, "indexed") else "update"
+            )
+        return "update" if len(changes) > 1 else changes.pop()
+
+    def _record(self, outcome: SourceOutcome) -> None:
+        if self.options.dry_run:
+            return
+        info = DocumentInfo(
+            source_id=outcome.source_id,
+            title=os.path.basename(outcome.source.rstrip("/")) or outcome.source_id,
+            source=outcome.source,
+            content_type=outcome.content_type,
+            tags=sorted(set(self.options.tags)),
+            tenant=self.options.tenant,
+        )
+        self.records.append(Record(info, outcome.status, outcome.reason, outcome.error))
+        if len(self.records) >= _RECORD_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.records:
+            self.store.record_many(self.collection, self.records)
+            self.records = []
+
+    def drop_stale_parts(self) -> None:
+        """A PDF's documents of an earlier run that this one did not make (pages it lost, or the
+        whole-file document after switching to ``per_page``)."""
+        tenant = self.options.tenant
+        for source_id, made in self.parted:
+            self.store.delete(
+                self.collection, prefix=source_id, tenant=tenant, keep={(tenant, s) for s in made}
+            )
+
+    def prune(self, sources: list[str]) -> None:
+        report = self.report
+        if report.interrupted:
+            report.prune_skipped = "the run did not read every source"
+            return
+        for source in sources:
+            if _is_url(source) or not os.path.isdir(source):
+                continue
+            folder = os.path.abspath(source)
+            prefix = source_id_for(folder, self.options.root) or None
+            for state in self.store.sources(self.collection, tenant=self.options.tenant, prefix=prefix):
+                inside = state.source.startswith(folder + os.sep)
+                if inside and state.source_id not in self.seen:
+                    if not self.options.dry_run:
+                        self.store.delete(
+                            self.collection, source_id=state.source_id, tenant=self.options.tenant
+                        )
+                    report.pruned.append(state.source_id)

@@ -29,7 +29,9 @@ __all__ = [
     "ALL_TENANTS",
     "DocumentInfo",
     "QueryScope",
+    "Record",
     "SearchRequest",
+    "SourceState",
     "StoredDocument",
     "VectorStore",
     "check_delete_args",
@@ -64,6 +66,26 @@ class DocumentInfo:
     owner: Any = None  # a model instance; or, without loading it, owner_type_id + owner_id
     owner_type_id: int | None = None
     owner_id: str | None = None
+
+
+@dataclass
+class Record:
+    """A document that is not indexed, with why: what ``record_many`` writes."""
+
+    info: DocumentInfo
+    status: str  # "skipped" | "failed" | "pending"
+    reason: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class SourceState:
+    """What a store holds about one document, for mirroring a folder: is it there, is it current."""
+
+    source_id: str
+    source: str
+    content_hash: str
+    status: str
 
 
 @dataclass
@@ -153,6 +175,15 @@ class VectorStore(Protocol):
     ) -> Document | None:
         """Record a document that is not (or no longer) indexed: skipped (``drop_chunks``: its old
         chunks go) or failed (its old chunks stay searchable). Returns the ORM row if there is one."""
+        ...
+
+    def record_many(self, collection: Collection, records: Sequence[Record]) -> int:
+        """``record`` for many documents in one transaction: a skipped record drops the document's
+        chunks, a failed one keeps them. Returns how many were written."""
+        ...
+
+    def sources(self, collection: Collection, *, tenant: str, prefix: str | None = None) -> list[SourceState]:
+        """The documents of ``tenant`` (under ``prefix``, or all), sorted by source id."""
         ...
 
     def document(

@@ -24,7 +24,9 @@ from .base import (
     ALL_TENANTS,
     DocumentInfo,
     QueryScope,
+    Record,
     SearchRequest,
+    SourceState,
     StoredDocument,
     check_delete_args,
     check_tenant,
@@ -164,6 +166,28 @@ class MemoryStore:
                 docs[key] = _Stored(document=info, chunks={}, status=status)
             # A failure keeps the stored version (and its status) searchable, as the ORM store does.
         return None
+
+    def record_many(self, collection: Collection, records: Sequence[Record]) -> int:
+        last = list({(r.info.tenant, r.info.source_id): r for r in records}.values())
+        for r in last:
+            self.record(
+                collection,
+                r.info,
+                status=r.status,
+                reason=r.reason,
+                error=r.error,
+                drop_chunks=r.status != "failed",
+            )
+        return len(last)
+
+    def sources(self, collection: Collection, *, tenant: str, prefix: str | None = None) -> list[SourceState]:
+        with self._lock:
+            found = [
+                SourceState(key[1], stored.document.source, stored.document.content_hash, stored.status)
+                for key, stored in self._docs(collection).items()
+                if key[0] == tenant and (prefix is None or prefix_matches(key[1], prefix))
+            ]
+        return sorted(found, key=lambda state: state.source_id)
 
     def document(
         self, collection: Collection, source_id: str, *, tenant: str | None = None

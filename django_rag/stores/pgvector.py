@@ -33,7 +33,9 @@ from .adapters import pack, raw_connection, register_packed_vectors, vector_type
 from .base import (
     ALL_TENANTS,
     DocumentInfo,
+    Record,
     SearchRequest,
+    SourceState,
     StoredDocument,
     check_delete_args,
     check_tenant,
@@ -69,6 +71,32 @@ ON CONFLICT (collection_id, tenant, source_id) DO UPDATE SET
     status_reason = '', error = '', content_hash = EXCLUDED.content_hash, page_count = EXCLUDED.page_count,
     updated_at = now()
 RETURNING tenant, source_id, id
+"""
+
+# Skip and failure records in bulk. On conflict a skip rewrites the description (its chunks go),
+# a failure only its state (its old chunks stay searchable, so their description stays too).
+_RECORD_DOCUMENTS = """
+INSERT INTO django_rag_document
+    (collection_id, source_id, title, source, content_type, loader, metadata, tags, tenant, owner_type_id,
+     owner_id, status, status_reason, error, content_hash, page_count, created_at, updated_at)
+SELECT %(collection)s, d.source_id, d.title, d.source, d.content_type, d.loader, d.metadata,
+       ARRAY(SELECT jsonb_array_elements_text(d.tags)), d.tenant, d.owner_type, d.owner_id,
+       d.status, d.reason, d.error, '', NULL, now(), now()
+FROM unnest(%(source_id)b::text[], %(title)b::text[], %(source)b::text[], %(content_type)b::text[],
+            %(loader)b::text[], %(metadata)b::jsonb[], %(tags)b::jsonb[], %(tenant)b::text[],
+            %(owner_type)b::int4[], %(owner_id)b::text[], %(status)b::text[], %(reason)b::text[],
+            %(error)b::text[])
+     AS d(source_id, title, source, content_type, loader, metadata, tags, tenant, owner_type, owner_id,
+          status, reason, error)
+ON CONFLICT (collection_id, tenant, source_id) DO UPDATE SET
+    status = EXCLUDED.status, status_reason = EXCLUDED.status_reason, error = EXCLUDED.error,
+    updated_at = now() {described}
+RETURNING id
+"""
+_DESCRIBED = """,
+    title = EXCLUDED.title, source = EXCLUDED.source, content_type = EXCLUDED.content_type,
+    loader = EXCLUDED.loader, metadata = EXCLUDED.metadata, tags = EXCLUDED.tags,
+    owner_type_id = EXCLUDED.owner_type_id, owner_id = EXCLUDED.owner_id, content_hash = '', page_count = NULL
 """
 
 _SYNC_SCOPE = """
@@ -313,6 +341,38 @@ class PgVectorStore:
                     defaults=state, create_defaults={**state, **described}, **key
                 )
         return document
+
+    def record_many(self, collection: Collection, records: Sequence[Record]) -> int:
+        # One record per document, the last one given; skips and failures in one statement each.
+        last = list({(r.info.tenant, r.info.source_id): r for r in records}.values())
+        if not last:
+            return 0
+        with translate_db_errors(self.using), transaction.atomic(using=self.using):
+            raw = raw_connection(self.using)
+            with psycopg.Cursor(raw) as cur:
+                lock_documents(cur, collection.pk, [(r.info.tenant, r.info.source_id) for r in last])
+                for drop in (True, False):
+                    group = [r for r in last if (r.status != Document.Status.FAILED) == drop]
+                    if not group:
+                        continue
+                    columns = self._document_columns([(r.info, ()) for r in group])
+                    del columns["content_hash"], columns["page_count"]
+                    columns["status"] = [r.status for r in group]
+                    columns["reason"] = [r.reason[:100] for r in group]
+                    columns["error"] = [r.error for r in group]
+                    statement = _RECORD_DOCUMENTS.format(described=_DESCRIBED if drop else "")
+                    cur.execute(statement, {"collection": collection.pk, **columns})
+                    ids = [row[0] for row in cur.fetchall()]
+                    if drop:
+                        cur.execute("DELETE FROM django_rag_chunk WHERE document_id = ANY(%s)", [ids])
+        return len(last)
+
+    def sources(self, collection: Collection, *, tenant: str, prefix: str | None = None) -> list[SourceState]:
+        documents = Document.objects.using(self.using).filter(collection=collection, tenant=tenant)
+        if prefix is not None:
+            documents = documents.filter(prefix_q("source_id", prefix))
+        rows = documents.order_by("source_id").values_list("source_id", "source", "content_hash", "status")
+        return [SourceState(*row) for row in rows.iterator(chunk_size=2000)]
 
     def document(
         self, collection: Collection, source_id: str, *, tenant: str | None = None

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import heapq
 import io
+import itertools
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -107,7 +110,7 @@ def _extract(data: bytes, label: str, password: str | None) -> tuple[str | None,
 
     try:
         resources = PDFResourceManager()
-        device = PDFPageAggregator(resources, laparams=LAParams())
+        device = _stable_aggregator(PDFPageAggregator)(resources, laparams=LAParams())
         interpreter = PDFPageInterpreter(resources, device)
         pages = []
         for page in PDFPage.create_pages(document):
@@ -117,6 +120,72 @@ def _extract(data: bytes, label: str, password: str | None) -> tuple[str | None,
     except Exception as exc:
         raise LoaderError(f"PDF {label} could not be read: {exc or type(exc).__name__}") from exc
     return _title(document), pages
+
+
+@functools.cache
+def _stable_aggregator(aggregator: Any) -> Any:
+    """pdfminer's ``PDFPageAggregator`` with a layout analysis that gives the same text every run.
+
+    pdfminer orders the text boxes of a page by merging the closest pairs first, from a heap of
+    ``(distance, id(box1), id(box2), ...)``: boxes at equal distances (the columns of a printed
+    matrix or table) are taken in the order of their memory addresses, which change from run to
+    run, and so does the reading order of those boxes. The same merge with a creation counter in
+    place of ``id()`` breaks those ties by the order the boxes appear in the page, every time.
+    """
+    # pdfminer is the optional "pdf" extra, imported only when a PDF is loaded.
+    from pdfminer.layout import LTPage, LTTextBoxVertical, LTTextGroupLRTB, LTTextGroupTBRL
+    from pdfminer.utils import Plane
+
+    def gap(a: Any, b: Any) -> float:
+        # pdfminer's distance: the area of the pair's bounding box less the area of each one.
+        width = max(a.x1, b.x1) - min(a.x0, b.x0)
+        height = max(a.y1, b.y1) - min(a.y0, b.y0)
+        return float(width * height - a.width * a.height - b.width * b.height)
+
+    class StablePage(LTPage):
+        def group_textboxes(self, laparams: Any, boxes: Any) -> list[Any]:
+            serial = itertools.count()
+            numbered = [(next(serial), box) for box in boxes]
+            plane: Any = Plane(self.bbox)
+            heap = [(False, gap(a, b), i, j, a, b) for (i, a), (j, b) in itertools.combinations(numbered, 2)]
+            heapq.heapify(heap)
+            plane.extend(boxes)
+            serials = {id(box): i for i, box in numbered}  # only while the boxes are alive
+            merged: set[int] = set()
+            while heap:
+                checked, distance, i, j, a, b = heapq.heappop(heap)
+                if i in merged or j in merged:
+                    continue
+                if not checked and _between(plane, a, b):
+                    heapq.heappush(heap, (True, distance, i, j, a, b))
+                    continue
+                vertical = isinstance(a, LTTextBoxVertical | LTTextGroupTBRL) or isinstance(
+                    b, LTTextBoxVertical | LTTextGroupTBRL
+                )
+                group = LTTextGroupTBRL([a, b]) if vertical else LTTextGroupLRTB([a, b])
+                plane.remove(a)
+                plane.remove(b)
+                merged.update((i, j))
+                number = next(serial)
+                serials[id(group)] = number
+                for other in plane:
+                    heapq.heappush(heap, (False, gap(group, other), number, serials[id(other)], group, other))
+                plane.add(group)
+            return list(plane)
+
+    class StableAggregator(aggregator):  # type: ignore[misc]
+        def begin_page(self, page: Any, ctm: Any) -> None:
+            super().begin_page(page, ctm)
+            plain: Any = getattr(self, "cur_item")  # noqa: B009 - the base class is untyped here
+            self.cur_item = StablePage(plain.pageid, plain.bbox)
+
+    return StableAggregator
+
+
+def _between(plane: Any, a: Any, b: Any) -> bool:
+    """Whether another box of ``plane`` lies in the bounding box of ``a`` and ``b``."""
+    area = (min(a.x0, b.x0), min(a.y0, b.y0), max(a.x1, b.x1), max(a.y1, b.y1))
+    return any(obj is not a and obj is not b for obj in plane.find(area))
 
 
 def _clean_page(boxes: list[str]) -> str:

@@ -1,84 +1,335 @@
-"""Ingest files, folders and URLs: ``manage.py rag_ingest PATH|URL ... --collection docs``."""
+"""Ingest files, folders and URLs: ``manage.py rag_ingest PATH|URL ... --collection docs``.
+
+Made to run unattended (a nightly job): ids are paths relative to ``--root``, ``--prune`` mirrors
+a folder, every skip and failure is recorded on a Document row, one bad file does not stop the
+run (``--fail-fast`` makes it), batches are committed as they go, Ctrl-C stops after the batch
+in hand, and the exit status is non-zero only when a source failed (or the run was stopped).
+"""
 
 from __future__ import annotations
 
-from argparse import ArgumentParser
+import json
+import signal
+import sys
+import threading
+from argparse import ArgumentParser, RawDescriptionHelpFormatter
+from pathlib import Path
+from types import FrameType
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_rag.api import collection
 from django_rag.exceptions import RagError
-from django_rag.ingest.sources import DEFAULT_MAX_BYTES, SourceOutcome, ingest_sources
+from django_rag.ingest.sources import (
+    DEFAULT_MAX_BYTES,
+    IngestOptions,
+    IngestReport,
+    SourceOutcome,
+    SourcesProgress,
+    count_sources,
+    ingest_sources,
+)
 from django_rag.management.options import add_database_argument
+from django_rag.types import SyncResult
+
+try:
+    from tqdm import tqdm
+except ImportError:  # pragma: no cover - tqdm is a dependency; a broken install still ingests
+    tqdm = None
+
+EPILOG = f"""
+size limits:
+  --max-bytes            files read by this command (default {DEFAULT_MAX_BYTES} bytes, 50 MiB)
+  RAG["OUTBOUND"]["MAX_BYTES"]  URLs, here and everywhere (default 10 MiB)
+  RAG["MEDIA"]["MAX_BYTES"]     files and text of registered model rows (default 20 MiB)
+
+exit status: 0 when nothing failed (skips are not failures), 1 when a source failed or the
+command was misused, 130 when stopped by Ctrl-C (after the batch in hand was committed).
+
+examples:
+  manage.py rag_ingest docs/ --prune              # docs/ mirrored: ids docs/..., gone files removed
+  manage.py rag_ingest /srv/kb --root /srv/kb --exclude '*.tmp' --exclude 'drafts'
+  manage.py rag_ingest manuals/ --password-map passwords.json --json > run.json
+"""
 
 
 class Command(BaseCommand):
     help = (
-        "Load files, folders (recursively) and URLs into a collection; unchanged chunks are not re-embedded."
+        "Load files, folders (recursively) and URLs into a collection; unchanged chunks are not "
+        "re-embedded. Skipped and failed sources are recorded as Document rows with the reason."
     )
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.formatter_class = RawDescriptionHelpFormatter
+        parser.epilog = EPILOG
+        return parser
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("sources", nargs="+", metavar="PATH_OR_URL")
-        parser.add_argument("--collection", default="docs")
-        parser.add_argument("--tags", default="", help="Comma-separated tags for every document.")
-        parser.add_argument("--tenant", default="")
+        parser.add_argument("--collection", default="docs", help="Collection name (default docs).")
         parser.add_argument(
-            "--per-page", action="store_true", help="One document per PDF page (ids '#p<n>')."
+            "--root",
+            default=".",
+            help="Source ids are file paths relative to this folder (default: the current directory), "
+            "however a path is written on the command line. Every path must be under it.",
         )
-        parser.add_argument("--batch-size", type=int, default=64, help="Documents per embedding round (64).")
-        parser.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES, help="Skip larger files.")
+        parser.add_argument("--tags", default="", help="Comma-separated tags for every document.")
+        parser.add_argument("--tenant", default="", help="Tenant of every document (default none).")
+        parser.add_argument(
+            "--per-page", action="store_true", help="One document per PDF page (ids '<file>#p<n>')."
+        )
+        parser.add_argument(
+            "--prune",
+            action="store_true",
+            help="Mirror each FOLDER given: remove the documents of files under it that are gone "
+            "(or now excluded). Not done when the run stops early.",
+        )
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="Read and extract everything and print what would be added, updated, recorded and "
+            "pruned; write nothing, embed nothing.",
+        )
+        parser.add_argument(
+            "--exclude",
+            action="append",
+            default=[],
+            metavar="GLOB",
+            help="Skip files and folders whose id (path relative to --root) or name matches; repeatable.",
+        )
+        secrets = parser.add_mutually_exclusive_group()
+        secrets.add_argument(
+            "--password",
+            help="Password of encrypted PDFs (visible in the process list: prefer --password-map).",
+        )
+        secrets.add_argument(
+            "--password-map",
+            metavar="FILE",
+            help='A JSON file of {"GLOB": "password"}; the first glob matching a file\'s id wins.',
+        )
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=64,
+            help="Documents per embedding round and transaction (default 64).",
+        )
+        parser.add_argument(
+            "--max-bytes",
+            type=int,
+            default=DEFAULT_MAX_BYTES,
+            help=f"Files larger than this are skipped as too-large (default {DEFAULT_MAX_BYTES}, 50 MiB).",
+        )
+        going = parser.add_mutually_exclusive_group()
+        going.add_argument(
+            "--keep-going",
+            dest="fail_fast",
+            action="store_false",
+            help="Read every source even when some fail (the default).",
+        )
+        going.add_argument(
+            "--fail-fast", dest="fail_fast", action="store_true", help="Stop at the first failed source (CI)."
+        )
+        parser.set_defaults(fail_fast=False)
+        parser.add_argument(
+            "--json", action="store_true", help="Print a JSON summary on stdout instead of the table."
+        )
         add_database_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["batch_size"] < 1:
             raise CommandError("--batch-size must be at least 1")
+        if options["max_bytes"] < 1:
+            raise CommandError("--max-bytes must be at least 1")
+        ingest_options = IngestOptions(
+            root=options["root"],
+            tags=tuple(t.strip() for t in options["tags"].split(",") if t.strip()),
+            tenant=options["tenant"],
+            per_page=options["per_page"],
+            batch_size=options["batch_size"],
+            max_bytes=options["max_bytes"],
+            excludes=tuple(options["exclude"]),
+            password=options["password"],
+            passwords=_password_map(options["password_map"]),
+            prune=options["prune"],
+            dry_run=options["dry_run"],
+            fail_fast=options["fail_fast"],
+        )
+        if not Path(ingest_options.root).is_dir():
+            raise CommandError(f"--root {ingest_options.root} is not a folder")
         verbosity = options["verbosity"]
-        bar = _bar(verbosity)
-
-        def progress(outcome: SourceOutcome) -> None:
-            if bar is not None:
-                bar.update(1)
-            if outcome.status != "loaded" and verbosity >= 1:
-                line = f"{outcome.status}: {outcome.source}: {outcome.reason}"
-                (bar.write if bar is not None else self.stderr.write)(line)
-
+        stopper = _Stopper()
+        progress = _Progress(self, verbosity if not options["json"] else min(verbosity, 1))
         try:
             kb = collection(options["collection"], using=options["database"])
-            report = ingest_sources(
-                kb,
-                options["sources"],
-                tags=[t for t in options["tags"].split(",") if t],
-                tenant=options["tenant"],
-                per_page=options["per_page"],
-                batch_size=options["batch_size"],
-                max_bytes=options["max_bytes"],
-                progress=progress,
-            )
+            if verbosity >= 1:
+                progress.start(count_sources(options["sources"], ingest_options))
+            with stopper:
+                report = ingest_sources(
+                    kb, options["sources"], ingest_options, progress=progress, stop=stopper.stopped
+                )
         except RagError as exc:
             raise CommandError(str(exc)) from exc
         finally:
+            progress.close()
+        if options["json"]:
+            self.stdout.write(json.dumps(_summary(report, ingest_options, stopper.signalled), indent=2))
+        else:
+            self._table(report, ingest_options, verbosity)
+        if stopper.signalled:
+            raise CommandError(
+                "interrupted: the batch in hand was committed; run the same command again to go on "
+                "(nothing stored is embedded again)",
+                returncode=130,
+            )
+        if report.failed:
+            shown = "; ".join(f"{o.source_id}: {o.error}" for o in report.failed[:5])
+            more = f" (and {len(report.failed) - 5} more)" if len(report.failed) > 5 else ""
+            raise CommandError(f"{len(report.failed)} source(s) failed: {shown}{more}")
+
+    def _table(self, report: IngestReport, options: IngestOptions, verbosity: int) -> None:
+        write = self.stdout.write
+        sync = report.sync
+        dry = " (dry run: nothing written)" if options.dry_run else ""
+        if verbosity >= 1 and report.problems:
+            for outcome in report.problems[:50]:
+                write(f"{outcome.status:<8} {outcome.reason:<18} {outcome.source_id}: {outcome.error}")
+            if len(report.problems) > 50:
+                write(f"... and {len(report.problems) - 50} more (see the admin, or --json)")
+        if options.dry_run:
+            changes = ", ".join(f"{n} {change}" for change, n in sorted(report.changes.items())) or "none"
+            write(
+                f"{report.count('loaded')} sources loaded into {report.documents} documents: {changes}{dry}"
+            )
+        else:
+            write(
+                f"{report.count('loaded')} sources loaded into {report.documents} documents; "
+                f"chunks added {sync.added}, removed {sync.removed}, unchanged {sync.unchanged} "
+                f"({sync.embedded} embedded); "
+                f"{report.count('skipped')} skipped, {report.count('failed')} failed"
+            )
+        rows = [("loaded", report.count("loaded"), "")]
+        for status in ("skipped", "failed"):
+            reasons = ", ".join(
+                f"{reason} {n}"
+                for reason, n in sorted(report.reasons.items())
+                if any(p.reason == reason and p.status == status for p in report.problems)
+            )
+            rows.append((status, report.count(status), reasons))
+        rows.append(
+            ("pruned", len(report.pruned), report.prune_skipped and f"not run: {report.prune_skipped}")
+        )
+        write(f"\n{'sources':<10}{'count':>8}  reasons")
+        for name, count, detail in rows:
+            write(f"{name:<10}{count:>8}  {detail}".rstrip())
+        write(f"{'chunks':<10}{sync.added + sync.unchanged:>8}  added {sync.added}, removed {sync.removed}")
+        write(f"{'embedded':<10}{sync.embedded:>8}  texts sent to the embedder{dry}")
+        if report.pruned and verbosity >= 1:
+            for source_id in report.pruned[:50]:
+                write(f"{'would prune' if options.dry_run else 'pruned'}: {source_id}")
+
+
+def _password_map(path: str | None) -> dict[str, str]:
+    if path is None:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CommandError(f"--password-map {path}: {exc}") from exc
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        raise CommandError(f'--password-map {path} must hold a JSON object of {{"GLOB": "password"}}')
+    return {str(k): v for k, v in data.items()}
+
+
+def _summary(report: IngestReport, options: IngestOptions, interrupted: bool) -> dict[str, Any]:
+    sync: SyncResult = report.sync
+    return {
+        "dry_run": options.dry_run,
+        "interrupted": interrupted or report.interrupted,
+        "sources": dict(report.counts),
+        "documents": report.documents,
+        "reasons": dict(report.reasons),
+        "changes": dict(report.changes),
+        "chunks": {"added": sync.added, "removed": sync.removed, "unchanged": sync.unchanged},
+        "embedded": sync.embedded,
+        "pruned": report.pruned,
+        "prune_skipped": report.prune_skipped,
+        "problems": [
+            {
+                "source_id": o.source_id,
+                "source": o.source,
+                "status": o.status,
+                "reason": o.reason,
+                "error": o.error,
+            }
+            for o in report.problems
+        ],
+    }
+
+
+class _Stopper:
+    """The first Ctrl-C asks the run to stop after the batch in hand; a second one stops it now."""
+
+    def __init__(self) -> None:
+        self.signalled = False
+        self._previous: Any = None
+
+    def stopped(self) -> bool:
+        return self.signalled
+
+    def __enter__(self) -> _Stopper:
+        # Signal handlers can only be set from the main thread (call_command may run elsewhere).
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.signalled:
+            raise KeyboardInterrupt
+        self.signalled = True
+        sys.stderr.write("\nstopping after the current batch (Ctrl-C again to stop now)\n")
+
+
+class _Progress(SourcesProgress):
+    """Two tqdm bars on stderr: sources read (total counted first), then chunk texts embedded."""
+
+    def __init__(self, command: BaseCommand, verbosity: int) -> None:
+        self.command = command
+        self.verbosity = verbosity
+        self.sources: Any = None
+        self.embedding: Any = None
+
+    def start(self, total: int) -> None:
+        if tqdm is None or self.verbosity < 1:
+            return
+        # disable=None: no bars when stderr is not a terminal (cron logs get the table only).
+        bar = {"dynamic_ncols": True, "disable": None}
+        self.sources = tqdm(total=total, unit="source", desc="reading", position=0, **bar)
+        self.embedding = tqdm(total=0, unit="text", desc="embedding", position=1, **bar)
+
+    def source(self, outcome: SourceOutcome) -> None:
+        if self.sources is not None:
+            self.sources.update(1)
+        if outcome.status != "loaded" and self.verbosity >= 2:
+            line = f"{outcome.status}: {outcome.source_id}: {outcome.reason}: {outcome.error}"
+            (self.sources.write if self.sources is not None else self.command.stderr.write)(line)
+
+    def chunked(self, documents: int, chunks: int, to_embed: int) -> None:
+        if self.embedding is not None:
+            # The total grows batch by batch: chunks are known once their documents are read.
+            self.embedding.total += to_embed
+            self.embedding.refresh()
+
+    def embedded(self, texts: int) -> None:
+        if self.embedding is not None:
+            self.embedding.update(texts)
+
+    def close(self) -> None:
+        for bar in (self.sources, self.embedding):
             if bar is not None:
                 bar.close()
-        sync = report.sync
-        self.stdout.write(
-            f"{report.count('loaded')} sources loaded into {sync.documents} documents; "
-            f"chunks added {sync.added}, removed {sync.removed}, unchanged {sync.unchanged} "
-            f"({sync.embedded} embedded); "
-            f"{report.count('skipped')} skipped, {report.count('failed')} failed"
-        )
-        if report.failed:
-            raise CommandError(
-                f"{len(report.failed)} source(s) failed: "
-                + "; ".join(f"{o.source}: {o.reason}" for o in report.failed[:5])
-            )
-
-
-def _bar(verbosity: int) -> Any:
-    if verbosity < 1:
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(unit="source", desc="ingesting")

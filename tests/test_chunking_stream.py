@@ -1,0 +1,142 @@
+"""The chunker streams: every character is counted a bounded number of times, in bounded calls.
+
+Time and memory are measured in bench/chunking.py; here the same properties are checked exactly,
+by counting what the chunker asks its token counter, which a slow machine cannot make flaky.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from django_rag.embedders.local import LocalEmbedder
+from django_rag.ingest.chunking import MAX_COUNT_CHARS, iter_chunks, split_text
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+class Metered:
+    """A batch word counter that records how many characters it was asked to count, and the largest."""
+
+    def __init__(self) -> None:
+        self.chars = 0
+        self.largest = 0
+
+    def __call__(self, texts: list[str]) -> list[int]:
+        for text in texts:
+            self.chars += len(text)
+            self.largest = max(self.largest, len(text))
+        return [words(t) for t in texts]
+
+
+def article(paragraphs: int, seed: int = 3) -> str:
+    rng = random.Random(seed)
+    vocabulary = [f"word{i}" for i in range(500)]
+
+    def sentence() -> str:
+        return " ".join(rng.choice(vocabulary) for _ in range(rng.randint(4, 30))) + "."
+
+    blocks = []
+    for _ in range(paragraphs):
+        lines = [" ".join(sentence() for _ in range(rng.randint(1, 6))) for _ in range(rng.randint(1, 3))]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+@pytest.mark.parametrize("additive", [True, False])
+def test_counting_work_is_linear_in_the_text_and_no_call_is_unbounded(additive: bool) -> None:
+    ratios = []
+    for paragraphs in (200, 2000):
+        text = article(paragraphs)
+        meter = Metered()
+        chunks = list(
+            iter_chunks(
+                text,
+                chunk_size=64,
+                chunk_overlap=8,
+                token_counter=words,
+                batch_counter=meter,
+                additive=additive,
+            )
+        )
+        assert all(0 < c.token_count == words(c.content) <= 64 for c in chunks)
+        ratios.append(meter.chars / len(text))
+        assert meter.largest <= MAX_COUNT_CHARS
+    # Characters counted per character of text: the same for 10x the text (no quadratic term).
+    assert ratios[1] < ratios[0] * 1.2
+    assert ratios[1] < (3.5 if additive else 6)
+
+
+def test_the_first_chunk_comes_before_the_text_is_counted() -> None:
+    text = article(20_000)  # about 4 MB
+    meter = Metered()
+    stream = iter_chunks(
+        text, chunk_size=64, chunk_overlap=8, token_counter=words, batch_counter=meter, additive=True
+    )
+    first = next(stream)
+    assert first.index == 0 and meter.chars < 4 * MAX_COUNT_CHARS < len(text) / 10
+
+
+def test_one_giant_paragraph_and_a_giant_word_are_cut_before_they_are_counted() -> None:
+    text = ("lorem ipsum dolor " * 100_000) + ("x" * 300_000)
+    meter = Metered()
+    chunks = list(iter_chunks(text, chunk_size=50, chunk_overlap=5, token_counter=words, batch_counter=meter))
+    assert meter.largest <= MAX_COUNT_CHARS
+    assert all(c.token_count <= 50 for c in chunks)
+    assert sum(c.content.count("x") for c in chunks) == 300_000
+
+
+def test_an_additive_counter_gives_the_chunks_the_recounting_path_gives() -> None:
+    text = article(300) + "\f" + article(50, seed=9)
+    assert split_text(text, chunk_size=40, chunk_overlap=6, token_counter=words, additive=True) == split_text(
+        text, chunk_size=40, chunk_overlap=6, token_counter=words
+    )
+
+
+@pytest.fixture(scope="module")
+def local() -> LocalEmbedder:
+    return LocalEmbedder()
+
+
+TRICKY = [
+    "",
+    " ",
+    "[CLS] a literal special token",
+    "control\x01char",
+    "next\x85line",
+    "café au lait",
+    "日本語の文です。次の文です\uff01",
+    "zero\u200bwidth space",
+    "x" * 300,
+    "don't stop-believing!!",
+    "\u00a0nbsp\u3000ideographic space",
+    "Ünïcödé TEST",
+    "tab\there\nnew\rline",
+    "emoji 😀 ok",
+    "line\u2028separator",
+    "MCM2\u20137 hexamers (\u2265 3.5 \u00b5m)",
+]
+
+
+def test_the_batch_counter_agrees_with_the_tokenizer_exactly(local: LocalEmbedder) -> None:
+    texts = [*TRICKY, article(30)]
+    texts += [" ".join(random.Random(i).sample(TRICKY + article(3).split(), 12)) for i in range(50)]
+    assert local.count_tokens_batch(texts) == [local.count_tokens(t) for t in texts]
+    assert local.tokens_add_up
+
+
+def test_chunks_counted_with_the_local_tokenizer_fit_the_model(local: LocalEmbedder) -> None:
+    text = article(400) + "\f" + "日本語の文です。" * 300 + "\n\n" + "y" * 5000
+    chunks = split_text(
+        text,
+        chunk_size=128,
+        chunk_overlap=16,
+        token_counter=local.count_tokens,
+        batch_counter=local.count_tokens_batch,
+        additive=local.tokens_add_up,
+    )
+    assert all(0 < c.token_count == local.count_tokens(c.content) <= 128 for c in chunks)
+    assert all(text[c.char_start : c.char_end] == c.content for c in chunks)
