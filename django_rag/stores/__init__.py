@@ -9,6 +9,7 @@ from .base import (
     QueryScope,
     SearchRequest,
     StoredDocument,
+    TermWeights,
     VectorStore,
     get_store,
 )
@@ -19,6 +20,7 @@ __all__ = [
     "QueryScope",
     "SearchRequest",
     "StoredDocument",
+    "TermWeights",
     "VectorStore",
     "get_store",
 ]

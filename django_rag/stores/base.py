@@ -31,6 +31,7 @@ __all__ = [
     "QueryScope",
     "SearchRequest",
     "StoredDocument",
+    "TermWeights",
     "VectorStore",
     "check_delete_args",
     "diff_chunks",
@@ -102,6 +103,17 @@ class SearchRequest:
     syntax: str = "plain"
     ef_search: int = 40
     snippets: bool = True
+
+
+@dataclass
+class TermWeights:
+    """How BM25 scored some chunks: the query's terms, and each chunk's weight per matched term.
+
+    ``weights[chunk_id][term]`` summed over a chunk's terms is its text-leg BM25 score.
+    """
+
+    terms: list[str] = field(default_factory=list)
+    weights: dict[int, dict[str, float]] = field(default_factory=dict)
 
 
 @runtime_checkable
@@ -190,6 +202,13 @@ class VectorStore(Protocol):
 
     def check_space(self, collection: Collection, space: str) -> None:
         """Raise ``ConfigurationError`` when the collection holds vectors of other spaces only."""
+        ...
+
+    def term_weights(
+        self, collection: Collection, space: str, text: str, chunk_ids: Sequence[int]
+    ) -> TermWeights:
+        """The BM25 contribution of each query term to each of these chunks (for explaining a rank);
+        empty for a store without text search."""
         ...
 
 

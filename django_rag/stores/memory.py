@@ -25,6 +25,7 @@ from .base import (
     QueryScope,
     SearchRequest,
     StoredDocument,
+    TermWeights,
     check_delete_args,
     check_tenant,
     diff_chunks,
@@ -226,6 +227,11 @@ class MemoryStore:
                 f"collection {collection.name!r} is searched in space {space} but the store holds vectors of "
                 f"{', '.join(sorted(spaces))} for it; run `manage.py rag_reindex {collection.name}`"
             )
+
+    def term_weights(
+        self, collection: Collection, space: str, text: str, chunk_ids: Sequence[int]
+    ) -> TermWeights:
+        return TermWeights()  # vector search only: no term ever contributes
 
 
 def _in_scope(doc: DocumentInfo, scope: QueryScope) -> bool:

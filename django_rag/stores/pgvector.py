@@ -35,11 +35,13 @@ from .base import (
     DocumentInfo,
     SearchRequest,
     StoredDocument,
+    TermWeights,
     check_delete_args,
     check_tenant,
     diff_chunks,
     last_wins,
 )
+from .pgexplain import term_weights
 from .pgsearch import run_search
 
 __all__ = ["PgVectorStore", "lock_documents"]
@@ -402,6 +404,12 @@ class PgVectorStore:
                 f"{other.rpartition(':')[2]}-dim vectors of {other} for it; "
                 f"run `manage.py rag_reindex {collection.name}`"
             )
+
+    def term_weights(
+        self, collection: Collection, space: str, text: str, chunk_ids: Sequence[int]
+    ) -> TermWeights:
+        with translate_db_errors(self.using):
+            return term_weights(collection, space, text, chunk_ids, self.using)
 
 
 def _embedding(chunk: ChunkData) -> list[float]:
