@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.template.loader import render_to_string
 from django.utils.translation import gettext as _
@@ -28,7 +28,15 @@ from .querylog import finish_ask
 from .ratelimit import retry_after
 from .results import facets, filter_hits, result_for
 from .scope import visible_collections
-from .service import Asking, WebError, chat_unavailable, pick_collection, scoped_search, start_ask
+from .service import (
+    Asking,
+    WebError,
+    chat_unavailable,
+    json_response,
+    pick_collection,
+    scoped_search,
+    start_ask,
+)
 from .views import RagView, answer_context, rate_limited
 
 __all__ = ["AskJsonView", "SearchJsonView"]
@@ -58,7 +66,7 @@ class SearchJsonView(_JsonView):
         )
         hits = filter_hits(searched.hits, tag=data["tag"], content_type=data["type"])[:k]
         found = facets(searched.hits)
-        return JsonResponse(
+        return json_response(
             {
                 "query": searched.query,
                 "collection": kb.name,
@@ -99,7 +107,7 @@ class AskJsonView(_JsonView):
             raise WebError(503, chat_unavailable(exc)) from exc
         finish_ask(asking.entry, answer=answer.text, latency_ms=asking.elapsed_ms)
         sources = [result_for(hit, n) for n, hit in enumerate(asking.stream.sources, 1)]
-        return JsonResponse(
+        return json_response(
             {
                 "answer": answer.text,
                 "citations": cited_numbers(answer.text, len(sources)),

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.db import DatabaseError
-from django.http import HttpRequest
+from django.http import HttpRequest, JsonResponse
 from django.utils.translation import gettext as _
 
 from ..answer import AnswerStream, Prompt
@@ -34,6 +34,7 @@ __all__ = [
     "chat_unavailable",
     "check_access",
     "default_mode",
+    "json_response",
     "pick_collection",
     "scoped_search",
     "start_ask",
@@ -51,6 +52,11 @@ class WebError(Exception):
         self.message = message
         self.field = field
         self.headers = headers or {}
+
+
+def json_response(data: Any, status: int = 200) -> JsonResponse:
+    """JSON as people read it: non-ASCII text (“quotes”, accents) left as it is."""
+    return JsonResponse(data, status=status, json_dumps_params={"ensure_ascii": False})
 
 
 def check_access(request: HttpRequest, view: str) -> Scope:

@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Paginator
-from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.urls import reverse
@@ -30,7 +30,15 @@ from .querylog import finish_ask, owned_entry, rate_answer
 from .ratelimit import retry_after
 from .results import facets, filter_hits, render_answer, result_for
 from .scope import Scope, visible_collections
-from .service import WebError, chat_unavailable, check_access, pick_collection, scoped_search, start_ask
+from .service import (
+    WebError,
+    chat_unavailable,
+    check_access,
+    json_response,
+    pick_collection,
+    scoped_search,
+    start_ask,
+)
 
 __all__ = ["AskView", "FeedbackView", "RagView", "SearchView", "SourceView"]
 
@@ -58,7 +66,7 @@ class RagView(View):
             return redirect_to_login(self.request.get_full_path())
         if self.json:
             body = {"error": error.message, "status": error.status, "field": error.field or None}
-            response = JsonResponse(body, status=error.status)
+            response = json_response(body, status=error.status)
         else:
             template = getattr(self, "template_name", "django_rag/error.html")
             page = {"error": error.message, "status": error.status, **(context or {})}
@@ -70,7 +78,8 @@ class RagView(View):
         return response
 
     def base_context(self, context: dict[str, Any]) -> dict[str, Any]:
-        return {"rag_collections": visible_collections(self.request), **context}
+        """The context of every page; a site's subclass may add to it."""
+        return context
 
 
 class SearchView(RagView):
@@ -263,7 +272,7 @@ class FeedbackView(RagView):
         wants_json = "application/json" in request.headers.get("Accept", "")
         if not form.is_valid():
             if wants_json:
-                return JsonResponse(
+                return json_response(
                     {"error": _("Choose whether the answer helped."), "status": 400}, status=400
                 )
             raise WebError(400, _("Choose whether the answer helped."))
@@ -272,6 +281,6 @@ class FeedbackView(RagView):
             raise WebError(404, _("This answer does not exist or is not yours to rate."))
         rate_answer(entry, helpful=form.cleaned_data["helpful"], comment=form.cleaned_data["comment"])
         if wants_json:
-            return JsonResponse({"entry": entry.pk, "feedback": entry.feedback})
+            return json_response({"entry": entry.pk, "feedback": entry.feedback})
         context = {"entry": entry, "ask_url": reverse("django_rag:ask")}
         return render(request, "django_rag/feedback.html", self.base_context(context))
