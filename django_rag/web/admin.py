@@ -194,6 +194,27 @@ def _indexed_spaces(using: str) -> set[str]:
     return {space for space in spaces if any(f"'{space}'" in d for d in definitions)}
 
 
+class _ReasonFilter(admin.SimpleListFilter):
+    """Skip and failure reasons; documents without one are "no reason", not a link without text."""
+
+    title = _("status reason")
+    parameter_name = "reason"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        reasons = (
+            model_admin.get_queryset(request)
+            .exclude(status_reason="")
+            .values_list("status_reason", flat=True)
+        )
+        return [("-", _("no reason")), *((reason, reason) for reason in sorted(set(reasons)))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value is None:
+            return queryset
+        return queryset.filter(status_reason="" if value == "-" else value)
+
+
 class _ReadOnly(ModelAdmin):
     """Rows written by ingestion: viewable and deletable, never edited by hand."""
 
@@ -215,7 +236,7 @@ class DocumentAdmin(_ReadOnly):
         "tenant",
         "updated_at",
     ]
-    list_filter = ["status", "status_reason", "collection", "content_type", "tenant"]
+    list_filter = ["status", _ReasonFilter, "collection", "content_type", "tenant"]
     search_fields = ["title", "source", "source_id"]
     list_select_related = ["collection"]
     actions = [reindex_selected, retry_failed, remove_from_index]
