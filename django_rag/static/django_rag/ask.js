@@ -22,7 +22,9 @@
   }
 
   function handle(event, live) {
-    if (event.type === "delta") {
+    if (event.type === "sources") {
+      status.textContent = event.sources.length ? form.dataset.writing : "";
+    } else if (event.type === "delta") {
       live.textContent += event.text;
     } else if (event.type === "done") {
       answer.innerHTML = event.html;
