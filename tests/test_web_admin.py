@@ -228,3 +228,16 @@ def test_misconfigured_web_settings_are_reported_by_checks(web, settings) -> Non
         "django_rag.E124",
         "django_rag.E125",
     } <= ids
+
+
+def test_staff_count_only_the_documents_of_their_scope_on_the_collection_page(web) -> None:
+    kb = rag.collection("docs")
+    kb.index(TEXTS[:2], tenant="acme")
+    kb.index(TEXTS, tenant="globex")
+    alice = User.objects.create_user("alice", is_staff=True)
+    alice.user_permissions.add(Permission.objects.get(codename="view_collection"))
+    client = Client()
+    client.force_login(alice)
+    page = text(client.get(f"/admin/django_rag/collection/{kb.pk}/change/"))
+    assert "<td>indexed</td><td>2</td><td>2</td>" in page
+    assert f"<td>{kb.space} ✓</td><td>2</td>" in page

@@ -248,6 +248,12 @@ def test_the_whole_story_in_a_browser(site: Site, browser: Browser, report: Any)
 
     # The collection page and its retrieval test, as the operator sees them.
     admin.goto("/admin/django_rag/collection/")
+    pages.check(admin, "admin-collections")
+    admin.locator("#result_list tbody tr", has_text="docs").locator("th a").click()
+    admin.wait_for_selector("#content-main")
+    pages.check(admin, "admin-collection")
+    assert "all-MiniLM-L6-v2:384 ✓" in admin.content()  # the current space, with its chunk count
+    admin.go_back()
     admin.locator("#result_list tbody tr", has_text="docs").locator("text=Test retrieval").click()
     admin.fill("#id_q", PAGE_3_PHRASE)
     admin.click("input[type=submit][value=Search]")

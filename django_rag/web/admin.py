@@ -6,13 +6,14 @@ superusers see only the documents and query log entries of their scope (``RAG["W
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.core.checks import run_checks
 from django.db import DatabaseError, connections
 from django.db.models import Count, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -42,9 +43,14 @@ else:  # ModelAdmin is generic in django-stubs only, not at run time
 
 _SETTINGS_FIELDS = ["embedder", "text_config", "text_search", "chunk_size", "chunk_overlap"]
 _CHUNK_LIST_LIMIT = 200
+# The request whose change page is being rendered: read-only fields get only the object, and the
+# counts they show must stay within the viewer's scope.
+_viewing: ContextVar[HttpRequest | None] = ContextVar("django_rag_admin_request", default=None)
 
 
-def _scoped(request: HttpRequest, documents: QuerySet[Document]) -> QuerySet[Document]:
+def _scoped(request: HttpRequest | None, documents: QuerySet[Document]) -> QuerySet[Document]:
+    if request is None:
+        return documents.none()
     if getattr(request.user, "is_superuser", False):
         return documents
     return scope_for(request).documents(documents)
@@ -78,6 +84,19 @@ class CollectionAdmin(ModelAdmin):
             super().get_queryset(request).annotate(document_count=Count("documents"))
         )
         return found
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> HttpResponse:
+        token = _viewing.set(request)
+        try:
+            response = super().change_view(request, object_id, form_url, extra_context)
+            render = getattr(response, "render", None)
+            if render is not None:
+                render()  # now, while the fields can see whose scope to count in
+            return response
+        finally:
+            _viewing.reset(token)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         fields = list(super().get_readonly_fields(request, obj))
@@ -116,7 +135,7 @@ class CollectionAdmin(ModelAdmin):
     def status_summary(self, obj: Collection) -> str:
         if obj.pk is None:
             return "-"
-        documents = Document.objects.using(obj.using).filter(collection=obj)
+        documents = _scoped(_viewing.get(), Document.objects.using(obj.using).filter(collection=obj))
         rows = (
             documents.values_list("status")
             .annotate(Count("id", distinct=True), Count("chunks"))
@@ -136,9 +155,10 @@ class CollectionAdmin(ModelAdmin):
             current = obj.space
         except RagError as exc:
             current = f"({exc})"
+        documents = _scoped(_viewing.get(), Document.objects.using(obj.using).filter(collection=obj))
         counts = (
             Chunk.objects.using(obj.using)
-            .filter(collection=obj)
+            .filter(collection=obj, document__in=documents.values("pk"))
             .values("space")
             .annotate(n=Count("id"))
             .order_by()

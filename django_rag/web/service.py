@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -155,7 +155,6 @@ class Asking:
     stream: AnswerStream
     started: float
     entry: QueryLog | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def elapsed_ms(self) -> float:
