@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import bm25s
 import Stemmer
 
-from django_rag.search.evaluation import BeirDataset, load_beir, ndcg_at, recall_at, reciprocal_rank_at
+from django_rag.beir import BeirDataset, load_beir, ndcg_at, recall_at, reciprocal_rank_at
 
 
 def main() -> None:

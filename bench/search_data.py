@@ -143,8 +143,8 @@ class Queries:
 
 
 def embed_queries(n: int) -> None:
+    from django_rag.beir import load_beir
     from django_rag.embedders.local import LocalEmbedder
-    from django_rag.search.evaluation import load_beir
 
     dataset = load_beir(SCIFACT_DIR, split="train")
     ids = list(dataset.queries)[:n]

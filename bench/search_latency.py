@@ -414,7 +414,7 @@ def interleaved(series: Sequence[Series], queries: Sequence[int], warmup: int, p
 
 
 def ndcg(rankings: dict[int, list[str]], queries: Queries) -> float:
-    from django_rag.search.evaluation import ndcg_at
+    from django_rag.beir import ndcg_at
 
     scores = []
     for i, origins in rankings.items():

@@ -13,8 +13,16 @@ ALLOWED_HOSTS = ["*"]
 # database name per run, so concurrent runs (and the Celery workers they start) do not collide.
 os.environ.setdefault("DJANGO_RAG_PGDATA", "/var/tmp/django-rag/test-pgdata")
 os.environ.setdefault("DJANGO_RAG_TEST_DB", f"test_django_rag_{os.getpid()}")
+_SERVER = database_config()
 DATABASES = {
-    "default": {**database_config(), "TEST": {"NAME": os.environ["DJANGO_RAG_TEST_DB"]}},
+    "default": {**_SERVER, "TEST": {"NAME": os.environ["DJANGO_RAG_TEST_DB"]}},
+    # Second and third databases on the same server: every path must read and write only the
+    # alias it was asked for (tests/test_databases.py); "scratch" is migrated back and forth.
+    "other": {**_SERVER, "TEST": {"NAME": os.environ["DJANGO_RAG_TEST_DB"] + "_other", "DEPENDENCIES": []}},
+    "scratch": {
+        **_SERVER,
+        "TEST": {"NAME": os.environ["DJANGO_RAG_TEST_DB"] + "_scratch", "DEPENDENCIES": []},
+    },
     # Nothing listens on port 1: tests of the "database unreachable" errors use this alias.
     "unreachable": {
         "ENGINE": "django.db.backends.postgresql",

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import psycopg
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 from django.test import override_settings
@@ -100,3 +104,83 @@ def test_an_unreachable_database_is_one_clear_error(django_db_blocker: pytest.Fi
             rag.ConfigurationError, match=r"cannot reach the database 'unreachable'.*DATABASE_URL"
         ):
             rag.collection("docs")
+
+
+def test_an_unknown_rag_key_is_reported_with_the_closest_known_key() -> None:
+    with override_settings(RAG={"EMBEDDERS": {"default": {"BACKEND": HASHING}}, "COLECTIONS": {}}):
+        [message] = check_settings()
+    assert (message.id, message.hint) == ("django_rag.E007", "Did you mean 'COLLECTIONS'?")
+
+
+def test_an_unknown_collection_option_is_reported_with_the_closest_known_option() -> None:
+    rag_settings = {
+        "EMBEDDERS": {"default": {"BACKEND": HASHING}},
+        "COLLECTIONS": {"docs": {"CHUNK_SIZ": 100}},
+    }
+    with override_settings(RAG=rag_settings):
+        [message] = check_settings()
+    assert message.id == "django_rag.E008"
+    assert "RAG['COLLECTIONS']['docs']" in message.msg and message.hint == "Did you mean 'CHUNK_SIZE'?"
+
+
+def test_an_openai_embedder_without_a_key_is_a_warning_that_does_not_block_migrate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    openai = {"BACKEND": "django_rag.embedders.openai.OpenAIEmbedder", "MODEL": "text-embedding-3-small"}
+    collections = {"docs": {}, "notes": {}}
+    with override_settings(RAG={"EMBEDDERS": {"default": openai}, "COLLECTIONS": collections}):
+        messages = check_settings()
+        assert ids(messages) == ["django_rag.W005"]
+        assert not messages[0].is_serious()  # a Warning: `migrate` and `check` still pass
+        call_command("check", "django_rag")
+
+
+@pytest.mark.django_db
+def test_a_routing_that_reads_the_models_elsewhere_is_reported() -> None:
+    other = {**settings.RAG, "DATABASE": "other"}
+    with override_settings(RAG=other):
+        assert ids(check_settings()) == ["django_rag.W004"]
+    with override_settings(RAG=other, DATABASE_ROUTERS=["django_rag.routers.RagRouter"]):
+        assert check_settings() == []
+
+
+def test_dir_lists_the_lazy_public_names() -> None:
+    names = dir(rag)
+    assert {"collection", "KnowledgeBase", "Collection", "load_pdf", "register", "RagDocument"} <= set(names)
+    assert set(rag.__all__) <= set(names)
+
+
+@pytest.fixture
+def plain_role_database() -> Iterator[psycopg.Connection]:
+    """A database without pgvector, and a connection to it as a role that is not a superuser."""
+    server = settings.DATABASES["default"]
+    name, role = f"{server['TEST']['NAME']}_noext", f"{server['TEST']['NAME']}_plain"
+    admin = psycopg.connect(host=server["HOST"], dbname="postgres", user=server["USER"], autocommit=True)
+    admin.execute(f'CREATE ROLE "{role}" LOGIN')
+    admin.execute(f'CREATE DATABASE "{name}" OWNER "{role}"')
+    try:
+        with psycopg.connect(host=server["HOST"], dbname=name, user=role) as plain:
+            yield plain
+    finally:
+        admin.execute(f'DROP DATABASE "{name}"')
+        admin.execute(f'DROP ROLE "{role}"')
+        admin.close()
+
+
+def test_a_role_that_may_not_create_the_extension_is_told_how_before_migrate(
+    plain_role_database: psycopg.Connection,
+) -> None:
+    from django_rag.checks import _database_messages
+
+    with plain_role_database.cursor() as cursor:
+        trusted = cursor.execute(
+            "SELECT bool_or(trusted) FROM pg_available_extension_versions WHERE name = 'vector'"
+        ).fetchone()[0]
+        [message] = _database_messages(cursor, "default")
+    assert not trusted  # pgvector is not a trusted extension: only a superuser may create it
+    assert message.id == "django_rag.E013"
+    assert (
+        "CREATE EXTENSION IF NOT EXISTS vector" in message.hint
+        and "then run `manage.py migrate`" in message.hint
+    )

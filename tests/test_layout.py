@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
         "django_rag.retry",
         "django_rag.sql",
         "django_rag.validation",
+        "django_rag.beir",
         "django_rag.dberrors",
         "django_rag.routers",
     ),

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..conf import rag_settings
 from ..exceptions import ConfigurationError, QueryError
+from ..models import Document
 from ..sql import prefix_matches
 from ..types import ChunkData, Hit, SyncResult
 from .base import (
@@ -33,7 +34,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from ..models import Collection, Document
+    from ..models import Collection
 
 __all__ = ["MemoryStore"]
 
@@ -44,7 +45,7 @@ Key = tuple[str, str]  # (tenant, source_id)
 class _Stored:
     document: DocumentInfo
     chunks: dict[str, list[ChunkData]]  # space -> chunks in index order
-    status: str = "indexed"
+    status: str = Document.Status.INDEXED
 
 
 class MemoryStore:
@@ -99,7 +100,7 @@ class MemoryStore:
         with self._lock:
             for stored in self._docs(collection).values():
                 doc = stored.document
-                if stored.status != "indexed" or not _in_scope(doc, scope):
+                if stored.status != Document.Status.INDEXED or not _in_scope(doc, scope):
                     continue
                 for chunk in stored.chunks.get(request.space, []):
                     if scope.filters and any(chunk.metadata.get(k) != v for k, v in scope.filters.items()):
@@ -162,8 +163,7 @@ class MemoryStore:
             stored = docs.get(key)
             if stored is None or drop_chunks:
                 docs[key] = _Stored(document=info, chunks={}, status=status)
-            else:
-                stored.status = status if status != "failed" else stored.status
+            # A failure keeps the stored version (and its status) searchable, as the ORM store does.
         return None
 
     def document(

@@ -58,7 +58,7 @@ INSERT INTO django_rag_document
      owner_id, status, status_reason, error, content_hash, page_count, created_at, updated_at)
 SELECT %(collection)s, d.source_id, d.title, d.source, d.content_type, d.loader, d.metadata,
        ARRAY(SELECT jsonb_array_elements_text(d.tags)), d.tenant, d.owner_type, d.owner_id,
-       'indexed', '', '', d.content_hash, d.page_count, now(), now()
+       %(indexed)s, '', '', d.content_hash, d.page_count, now(), now()
 FROM unnest(%(source_id)b::text[], %(title)b::text[], %(source)b::text[], %(content_type)b::text[],
             %(loader)b::text[], %(metadata)b::jsonb[], %(tags)b::jsonb[], %(tenant)b::text[],
             %(owner_type)b::int4[], %(owner_id)b::text[], %(content_hash)b::text[], %(page_count)b::int4[])
@@ -67,7 +67,7 @@ FROM unnest(%(source_id)b::text[], %(title)b::text[], %(source)b::text[], %(cont
 ON CONFLICT (collection_id, tenant, source_id) DO UPDATE SET
     title = EXCLUDED.title, source = EXCLUDED.source, content_type = EXCLUDED.content_type,
     loader = EXCLUDED.loader, metadata = EXCLUDED.metadata, tags = EXCLUDED.tags, tenant = EXCLUDED.tenant,
-    owner_type_id = EXCLUDED.owner_type_id, owner_id = EXCLUDED.owner_id, status = 'indexed',
+    owner_type_id = EXCLUDED.owner_type_id, owner_id = EXCLUDED.owner_id, status = %(indexed)s,
     status_reason = '', error = '', content_hash = EXCLUDED.content_hash, page_count = EXCLUDED.page_count,
     updated_at = now()
 RETURNING tenant, source_id, id
@@ -141,7 +141,14 @@ class PgVectorStore:
             with psycopg.Cursor(raw) as cur:
                 register_packed_vectors(cur, vector_type(raw))
                 lock_documents(cur, coll.pk, [(doc.tenant, doc.source_id) for doc, _ in items])
-                cur.execute(_UPSERT_DOCUMENTS, {"collection": coll.pk, **self._document_columns(items)})
+                cur.execute(
+                    _UPSERT_DOCUMENTS,
+                    {
+                        "collection": coll.pk,
+                        "indexed": Document.Status.INDEXED,
+                        **self._document_columns(items),
+                    },
+                )
                 doc_ids = {(tenant, source_id): pk for tenant, source_id, pk in cur.fetchall()}
                 cur.execute(
                     "SELECT id, document_id, content_hash FROM django_rag_chunk "
@@ -260,17 +267,17 @@ class PgVectorStore:
                 if source_id is not None
                 else docs.filter(prefix_q("source_id", prefix or ""))
             )
-            doomed = [(t, s) for t, s in docs.values_list("tenant", "source_id") if (t, s) not in keep]
+            doomed = {
+                pk: (t, s) for pk, t, s in docs.values_list("pk", "tenant", "source_id") if (t, s) not in keep
+            }
             if not doomed:
                 return 0
             with connections[self.using].cursor() as cursor:
-                lock_documents(cursor, collection.pk, doomed)
-            doomed_docs = (
-                Document.objects.using(self.using).filter(collection=collection).filter(_keys_q(doomed))
-            )
+                lock_documents(cursor, collection.pk, list(doomed.values()))
             # Chunks first in one statement, so the cascade does not walk them row by row.
-            Chunk.objects.using(self.using).filter(document__in=doomed_docs.values("pk")).delete()
-            return doomed_docs.delete()[1].get(Document._meta.label, 0)
+            Chunk.objects.using(self.using).filter(document_id__in=list(doomed)).delete()
+            deleted = Document.objects.using(self.using).filter(pk__in=list(doomed)).delete()
+            return deleted[1].get(Document._meta.label, 0)
 
     def record(
         self,

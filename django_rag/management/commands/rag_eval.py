@@ -9,10 +9,11 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from django_rag.api import collection
+from django_rag.beir import load_beir
 from django_rag.exceptions import RagError
 from django_rag.management.options import add_database_argument
 from django_rag.search import MODES
-from django_rag.search.evaluation import evaluate, index_dataset, load_beir
+from django_rag.search.evaluation import evaluate, index_dataset
 
 
 class Command(BaseCommand):

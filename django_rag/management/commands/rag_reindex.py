@@ -119,7 +119,7 @@ class Command(BaseCommand):
         if options["verbosity"]:
             summary = ", ".join(f"{count} {what}" for what, count in sorted(counts.items()))
             self.stdout.write(f"{label}: {summary or 'no rows'}")
-        return not counts["failed"]
+        return not counts[Document.Status.FAILED]
 
     def _batch(
         self, registration: Registration, batch: list[Any], options: dict[str, Any], counts: Counter[str]
@@ -143,7 +143,7 @@ class Command(BaseCommand):
             else:
                 result = ingest_row(registration, row.pk, using=options["database"])
                 counts[result.status] += 1
-                if result.status == "failed" and options["verbosity"]:
+                if result.status == Document.Status.FAILED and options["verbosity"]:
                     self.stderr.write(self.style.ERROR(f"{registration.source_id(row.pk)}: {result.error}"))
 
 
