@@ -49,6 +49,29 @@ DEFAULTS: dict[str, Any] = {
     # every evaluation path, subqueries included. strict_order keeps rows in distance order.
     # None leaves the server's setting alone (set it per role behind a transaction pooler).
     "ITERATIVE_SCAN": "strict_order",
+    # The pages and JSON endpoints of include("django_rag.urls") (docs/web.md). A site's RAG["WEB"]
+    # is merged over these keys (django_rag.web.conf.web_settings).
+    "WEB": {
+        # Dotted path of scope(request) -> {"tenant": str, "tags": [...], "collections": [...]}; a
+        # missing key (or no SCOPE) restricts nothing of that kind.
+        "SCOPE": None,
+        "LOGIN_REQUIRED": True,
+        # View -> permission ("app_label.codename") a user needs besides logging in; None: none.
+        "PERMISSIONS": {"search": None, "ask": None, "source": None},
+        # Collections the pages offer (None: every one in RAG["COLLECTIONS"]); the scope narrows it.
+        "COLLECTIONS": None,
+        "PAGE_SIZE": 10,
+        # Hits fetched per search: facets count them and pagination walks them.
+        "MAX_RESULTS": 50,
+        "MAX_K": 50,  # largest k the JSON endpoints accept
+        "MAX_QUERY_CHARS": 1000,
+        "ASK_K": 6,
+        # Questions per user (per address when anonymous) per period: "N/s", "N/m", "N/h", "N/d"; None: off.
+        "ASK_RATE": "20/m",
+        "CACHE": "default",  # the cache alias the rate limit counts in
+        "LOG_QUERIES": True,
+        "LOG_RETENTION_DAYS": 90,  # manage.py rag_prune_queries deletes older entries
+    },
 }
 
 

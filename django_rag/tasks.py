@@ -38,7 +38,7 @@ from django.utils import timezone
 from .conf import rag_settings
 from .exceptions import ConfigurationError
 from .ingest.registration import get_registration, media_settings, registration_for
-from .ingest.rows import ingest_instance, remove_instance
+from .ingest.rows import ingest_instance, remove_instance, rescope_row
 from .models import Collection
 from .retry import is_transient
 from .stores import get_store
@@ -202,6 +202,8 @@ def _schedule(action: str, model: type[models.Model], pk: Any, row_using: str | 
     if not rag_settings.ASYNC:
         _inline(action, model, pk, row_using)
         return
+    if action == "ingest":
+        _rescope(model, pk, row_using)
     if uses_celery():
         try:
             if action == "ingest":
@@ -239,6 +241,17 @@ def _inline(action: str, model: type[models.Model], pk: Any, row_using: str | No
             remove_instance(meta.app_label, meta.model_name or "", pk)
     except Exception:
         logger.exception("django-rag: %s of %s:%s failed", action, meta.label_lower, pk)
+
+
+def _rescope(model: type[models.Model], pk: Any, row_using: str | None) -> None:
+    """The row's new tenant and tags apply before the job is queued (see ``rescope_row``)."""
+    try:
+        rescope_row(get_registration(model), pk, row_using=row_using)
+    except Exception:
+        # The queued ingestion applies the scope too; a failure here only delays it.
+        logger.exception(
+            "django-rag: cannot apply the new scope of %s:%s at once", model._meta.label_lower, pk
+        )
 
 
 def _mark_pending(model: type[models.Model], pk: Any) -> None:

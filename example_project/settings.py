@@ -27,6 +27,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The pages follow the browser's language (English or Brazilian Portuguese).
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -36,6 +38,7 @@ ROOT_URLCONF = "example_project.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -47,9 +50,14 @@ TEMPLATES = [
     }
 ]
 STATIC_URL = "static/"
-MEDIA_ROOT = BASE_DIR / "media"
+# The browser test points uploads at a directory of its own.
+MEDIA_ROOT = Path(os.environ.get("EXAMPLE_MEDIA_ROOT") or BASE_DIR / "media")
 MEDIA_URL = "media/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("pt-br", "Português (Brasil)")]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "django_rag:search"
 
 RAG = {
     "EMBEDDERS": {
@@ -58,7 +66,13 @@ RAG = {
     },
     "COLLECTIONS": {
         "docs": {"TEXT_CONFIG": "english", "CHUNK_SIZE": 128, "CHUNK_OVERLAP": 16},
+        # Portuguese articles: stemmed with PostgreSQL's portuguese text search configuration.
+        "artigos": {"TEXT_CONFIG": "portuguese", "CHUNK_SIZE": 128, "CHUNK_OVERLAP": 16},
     },
+    # The chat model is the default OpenAIChat: set OPENAI_API_KEY (and OPENAI_BASE_URL for a local
+    # OpenAI-compatible server such as Ollama or vLLM) to answer questions at /kb/ask/.
+    # /kb/: every user belongs to one tenant (a "tenant:acme" group) and searches only its documents.
+    "WEB": {"SCOPE": "example_project.kb.scope.scope", "ASK_RATE": "30/m"},
 }
 
 # Celery (example_project/celery.py). With no broker, uploads are queued in the database (the

@@ -42,7 +42,14 @@ LAYERS: list[tuple[str, ...]] = [
     ("django_rag.ingest", "django_rag.search"),
     ("django_rag.answer",),
     ("django_rag.api",),
-    ("django_rag.tasks", "django_rag.admin", "django_rag.web", "django_rag.checks", "django_rag.management"),
+    (
+        "django_rag.tasks",
+        "django_rag.admin",
+        "django_rag.web",
+        "django_rag.urls",
+        "django_rag.checks",
+        "django_rag.management",
+    ),
     ("django_rag.apps",),
 ]
 
@@ -53,6 +60,10 @@ ALLOWED_FUNCTION_IMPORTS = {
     ("django_rag.apps", "django_rag.api"),
     ("django_rag.apps", "django_rag.checks"),
     ("django_rag.apps", "django_rag.tasks"),
+    # web.models defines the QueryLog model (beside the views that write it); web.checks registers
+    # the RAG["WEB"] checks.
+    ("django_rag.apps", "django_rag.web.models"),
+    ("django_rag.apps", "django_rag.web.checks"),
 }
 
 

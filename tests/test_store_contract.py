@@ -289,3 +289,20 @@ def test_outside_space_lists_documents_to_move_with_their_chunks(store: VectorSt
     store.upsert_many(kb, [(stored.info, chunks("moving text"))], space=SPACE)
     assert store.drop_other_spaces(kb, [("", "a")], SPACE) == 1
     assert list(store.outside_space(kb, SPACE, batch_size=10)) == []
+
+
+def test_rescope_moves_a_rows_documents_and_chunks_to_the_new_tenant(store: VectorStore) -> None:
+    kb = coll(store, "docs")
+    upsert(store, "docs", doc("row:1", tenant="acme", tags=["a"]), chunks("row one text"))
+    upsert(store, "docs", doc("row:1#p2", tenant="acme", tags=["a"]), chunks("row one page two"))
+    upsert(store, "docs", doc("row:1", tenant="globex"), chunks("a stale copy"))
+    upsert(store, "docs", doc("row:10", tenant="acme"), chunks("another row"))
+    assert store.rescope(kb, prefix="row:1", tenant="globex", tags=["b"]) == 2  # the stale copy goes
+    assert store.source_ids(kb, prefix="row:1") == [("globex", "row:1"), ("globex", "row:1#p2")]
+    assert ids(search(store, "row one", tenant="acme")) == ["row:10"]
+    assert sorted(h.content for h in search(store, "row one", tenant="globex", tags=["b"])) == [
+        "row one page two",
+        "row one text",
+    ]
+    assert ids(search(store, "another row", tenant="acme")) == ["row:10"]
+    assert store.rescope(kb, prefix="row:1", tenant="globex", tags=["b"]) == 0

@@ -92,3 +92,22 @@ def test_a_tenant_and_a_source_id_that_spell_the_same_text_are_different_documen
     kb.index([rag.RagDocument("c", "first document")], tenant="a:b")
     kb.index([rag.RagDocument("b:c", "second document")], tenant="a")
     assert Document.objects.filter(collection=kb).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_queued_row_that_moves_tenant_is_out_of_reach_before_its_job_runs(settings) -> None:
+    # No broker: the save queues a Tasks API job in the database; no worker runs it here.
+    settings.RAG = {**settings.RAG, "ASYNC": True}
+    from django_rag.ingest.rows import ingest_instance
+
+    note = Note.objects.create(title="Plan", body="The launch plan for next quarter.", tenant="acme")
+    ingest_instance("mediaapp", "note", note.pk)  # what the job would have done
+    notes = rag.collection("notes")
+    assert notes.search("launch plan", k=3, tenant="acme")
+    note.tenant = "globex"
+    note.save()  # autocommit: the on_commit callbacks run now, and queue the re-ingestion
+    assert notes.search("launch plan", k=3, tenant="acme") == []
+    assert [hit.source_id for hit in notes.search("launch plan", k=3, tenant="globex")] == [
+        f"mediaapp.note:{note.pk}"
+    ]
+    assert Document.objects.get(source_id=f"mediaapp.note:{note.pk}").status == Document.Status.PENDING

@@ -43,6 +43,7 @@ __all__ = [
     "prune_orphans",
     "remove_instance",
     "remove_row",
+    "rescope_row",
 ]
 
 logger = logging.getLogger("django_rag.ingest")
@@ -332,3 +333,24 @@ def document_for(instance: Any, *, using: str | None = None) -> Document | None:
     registration = get_registration(type(instance))
     kb = Collection.objects.db_manager(using or rag_settings.DATABASE).resolve(registration.collection)
     return get_store(kb.using).document(kb, registration.source_id(instance.pk))
+
+
+def rescope_row(
+    registration: Registration, pk: Any, *, using: str | None = None, row_using: str | None = None
+) -> int:
+    """Give the row's documents its current tenant and tags now, before its ingestion is queued.
+
+    Access follows the row at once: a document moved to another tenant (or whose tags changed)
+    is out of reach for the old scope on the next request, while the re-embedding, if the text
+    changed too, waits for a worker. Returns how many documents moved.
+    """
+    instance = _fetch(registration, pk, row_using)
+    if instance is None:
+        return 0
+    kb = Collection.objects.db_manager(using or rag_settings.DATABASE).resolve(registration.collection)
+    return get_store(kb.using).rescope(
+        kb,
+        prefix=registration.source_id(pk),
+        tenant=registration.tenant_for(instance),
+        tags=registration.tags_for(instance),
+    )

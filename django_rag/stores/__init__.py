@@ -11,6 +11,7 @@ from .base import (
     SearchRequest,
     SourceState,
     StoredDocument,
+    TermWeights,
     VectorStore,
     get_store,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "SearchRequest",
     "SourceState",
     "StoredDocument",
+    "TermWeights",
     "VectorStore",
     "get_store",
 ]

@@ -33,6 +33,7 @@ __all__ = [
     "SearchRequest",
     "SourceState",
     "StoredDocument",
+    "TermWeights",
     "VectorStore",
     "check_delete_args",
     "diff_chunks",
@@ -126,6 +127,17 @@ class SearchRequest:
     snippets: bool = True
 
 
+@dataclass
+class TermWeights:
+    """How BM25 scored some chunks: the query's terms, and each chunk's weight per matched term.
+
+    ``weights[chunk_id][term]`` summed over a chunk's terms is its text-leg BM25 score.
+    """
+
+    terms: list[str] = field(default_factory=list)
+    weights: dict[int, dict[str, float]] = field(default_factory=dict)
+
+
 @runtime_checkable
 class VectorStore(Protocol):
     """Documents and their embedded chunks: upsert, search, delete, and the bookkeeping around them."""
@@ -196,6 +208,12 @@ class VectorStore(Protocol):
         """Flag existing documents as waiting for ingestion (a task was enqueued)."""
         ...
 
+    def rescope(self, collection: Collection, *, prefix: str, tenant: str, tags: Sequence[str]) -> int:
+        """Move every document under ``prefix`` (any tenant) and its chunks to ``tenant`` and ``tags``
+        at once, without re-embedding; returns how many documents changed. A document the target
+        tenant already holds under the same source id is replaced."""
+        ...
+
     def source_ids(self, collection: Collection, *, prefix: str) -> list[tuple[str, str]]:
         """``(tenant, source_id)`` of every document under ``prefix``."""
         ...
@@ -221,6 +239,13 @@ class VectorStore(Protocol):
 
     def check_space(self, collection: Collection, space: str) -> None:
         """Raise ``ConfigurationError`` when the collection holds vectors of other spaces only."""
+        ...
+
+    def term_weights(
+        self, collection: Collection, space: str, text: str, chunk_ids: Sequence[int]
+    ) -> TermWeights:
+        """The BM25 contribution of each query term to each of these chunks (for explaining a rank);
+        empty for a store without text search."""
         ...
 
 
@@ -259,6 +284,31 @@ def diff_chunks(
             added.append(chunk)
     removed = [key for keys in by_hash.values() for key in keys]
     return kept, added, removed
+
+
+def plan_rescope(
+    rows: Sequence[tuple[Any, str, str, Sequence[str]]], tenant: str, tags: Sequence[str]
+) -> tuple[list[Any], list[Any]]:
+    """For ``rescope``: which ``(key, tenant, source_id, tags)`` rows move and which are replaced.
+
+    Per source id, one copy ends in ``tenant`` with ``tags``: the copy from another tenant with the
+    highest key (the latest written) moves there and replaces the target tenant's own copy and any
+    other one; with no copy elsewhere, the target tenant's copy is updated if its tags differ.
+    """
+    by_source: dict[str, list[tuple[Any, str, Sequence[str]]]] = {}
+    for key, row_tenant, source_id, row_tags in rows:
+        by_source.setdefault(source_id, []).append((key, row_tenant, row_tags))
+    moving: list[Any] = []
+    replaced: list[Any] = []
+    for copies in by_source.values():
+        incoming = sorted((c for c in copies if c[1] != tenant), key=lambda c: c[0])
+        resident = [c for c in copies if c[1] == tenant]
+        if incoming:
+            moving.append(incoming[-1][0])
+            replaced += [c[0] for c in incoming[:-1] + resident]
+        else:
+            moving += [key for key, _, row_tags in resident if sorted(row_tags) != list(tags)]
+    return moving, replaced
 
 
 def last_wins(

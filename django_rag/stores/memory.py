@@ -28,10 +28,12 @@ from .base import (
     SearchRequest,
     SourceState,
     StoredDocument,
+    TermWeights,
     check_delete_args,
     check_tenant,
     diff_chunks,
     last_wins,
+    plan_rescope,
 )
 
 if TYPE_CHECKING:
@@ -197,6 +199,23 @@ class MemoryStore:
     def mark_pending(self, collection: Collection, source_ids: Sequence[str]) -> int:
         return 0
 
+    def rescope(self, collection: Collection, *, prefix: str, tenant: str, tags: Sequence[str]) -> int:
+        tags = sorted(set(tags))
+        with self._lock:
+            docs = self._docs(collection)
+            keys = [key for key in docs if prefix_matches(key[1], prefix)]
+            order = {key: number for number, key in enumerate(docs)}  # insertion order: latest last
+            rows = [(order[key], key[0], key[1], docs[key].document.tags) for key in keys]
+            moving, replaced = plan_rescope(rows, tenant, tags)
+            by_order = {order[key]: key for key in keys}
+            moved = [(by_order[n], docs[by_order[n]]) for n in moving]
+            for n in [*moving, *replaced]:
+                docs.pop(by_order[n])
+            for key, stored in moved:
+                stored.document = replace(stored.document, tenant=tenant, tags=list(tags))
+                docs[(tenant, key[1])] = stored
+        return len(moving)
+
     def source_ids(self, collection: Collection, *, prefix: str) -> list[tuple[str, str]]:
         with self._lock:
             return sorted(
@@ -250,6 +269,11 @@ class MemoryStore:
                 f"collection {collection.name!r} is searched in space {space} but the store holds vectors of "
                 f"{', '.join(sorted(spaces))} for it; run `manage.py rag_reindex {collection.name}`"
             )
+
+    def term_weights(
+        self, collection: Collection, space: str, text: str, chunk_ids: Sequence[int]
+    ) -> TermWeights:
+        return TermWeights()  # vector search only: no term ever contributes
 
 
 def _in_scope(doc: DocumentInfo, scope: QueryScope) -> bool:

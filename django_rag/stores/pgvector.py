@@ -37,11 +37,14 @@ from .base import (
     SearchRequest,
     SourceState,
     StoredDocument,
+    TermWeights,
     check_delete_args,
     check_tenant,
     diff_chunks,
     last_wins,
+    plan_rescope,
 )
+from .pgexplain import term_weights
 from .pgsearch import run_search
 
 __all__ = ["PgVectorStore", "lock_documents"]
@@ -390,6 +393,30 @@ class PgVectorStore:
             .update(status=Document.Status.PENDING)
         )
 
+    def rescope(self, collection: Collection, *, prefix: str, tenant: str, tags: Sequence[str]) -> int:
+        tags = sorted(set(tags))
+        with translate_db_errors(self.using), transaction.atomic(using=self.using):
+            documents = Document.objects.using(self.using).filter(collection=collection)
+            rows = list(
+                documents.filter(prefix_q("source_id", prefix)).values_list(
+                    "pk", "tenant", "source_id", "tags"
+                )
+            )
+            moving, replaced = plan_rescope(rows, tenant, tags)
+            if not moving:
+                return 0
+            with connections[self.using].cursor() as cursor:
+                lock_documents(
+                    cursor,
+                    collection.pk,
+                    [(t, s) for _, t, s, _ in rows] + [(tenant, s) for _, _, s, _ in rows],
+                )
+            Chunk.objects.using(self.using).filter(document_id__in=replaced).delete()
+            documents.filter(pk__in=replaced).delete()
+            documents.filter(pk__in=moving).update(tenant=tenant, tags=tags)
+            Chunk.objects.using(self.using).filter(document_id__in=moving).update(tenant=tenant, tags=tags)
+        return len(moving)
+
     def source_ids(self, collection: Collection, *, prefix: str) -> list[tuple[str, str]]:
         return list(
             Document.objects.using(self.using)
@@ -469,6 +496,12 @@ class PgVectorStore:
                 f"{other.rpartition(':')[2]}-dim vectors of {other} for it; "
                 f"run `manage.py rag_reindex {collection.name}`"
             )
+
+    def term_weights(
+        self, collection: Collection, space: str, text: str, chunk_ids: Sequence[int]
+    ) -> TermWeights:
+        with translate_db_errors(self.using):
+            return term_weights(collection, space, text, chunk_ids, self.using)
 
 
 def _embedding(chunk: ChunkData) -> list[float]:

@@ -1,4 +1,7 @@
-"""Ingest the sample handbook into the "docs" collection and run a few searches."""
+"""Set up the demo site: two tenants with a user each, the sample handbook in both, a few searches.
+
+Prints the URL to open once ``manage.py runserver`` runs.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +10,14 @@ from argparse import ArgumentParser
 from pathlib import Path
 from typing import Any
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
 from django.core.management.base import BaseCommand
 
 import django_rag as rag
 from django_rag.ingest.loaders import load_text
+
+from ...scope import TENANT_GROUP_PREFIX, TENANTS
 
 PROJECT_DIR = Path(__file__).resolve().parents[3]  # example_project/
 SAMPLE_DIR = PROJECT_DIR / "sample_docs"
@@ -20,17 +27,36 @@ QUERIES = [
     "how long are nightly snapshots kept",
     "API returns 429 too many requests",
 ]
+# Demo accounts (not for production): a superuser, and one staff user per tenant.
+USERS = {"admin": None, "alice": "acme", "bob": "globex"}
+PASSWORD = "demo-password"
+STAFF_PERMISSIONS = [
+    ("kb", "add_attachment"),
+    ("kb", "change_attachment"),
+    ("kb", "view_attachment"),
+    ("kb", "delete_attachment"),
+    ("django_rag", "view_collection"),
+    ("django_rag", "view_document"),
+    ("django_rag", "view_chunk"),
+    ("django_rag", "view_querylog"),
+]
 
 
 class Command(BaseCommand):
-    help = "Index the sample documents (example_project/sample_docs) and print search results."
+    help = (
+        "Create the demo tenants and users, index the sample documents for each tenant, run a few "
+        "searches and print the URL to open."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("queries", nargs="*", help="Questions to search for (default: a few examples).")
         parser.add_argument("-k", type=int, default=3)
         parser.add_argument("--mode", default="hybrid", choices=["vector", "text", "hybrid"])
+        parser.add_argument("--no-search", action="store_true", help="Set up and index only.")
+        parser.add_argument("--port", type=int, default=8000, help="The runserver port the URL names.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        self._users()
         kb = rag.collection("docs")
         docs = []
         for path in sorted(SAMPLE_DIR.glob("*.md")):
@@ -41,16 +67,54 @@ class Command(BaseCommand):
                     metadata={"source": str(path.relative_to(PROJECT_DIR.parent))},
                     tags=["handbook"],
                 )
+        articles = [
+            doc
+            for path in sorted((SAMPLE_DIR / "pt").glob("*.md"))
+            for doc in load_text(
+                path.read_text(),
+                source_id=f"artigos/{path.stem}",
+                metadata={"source": str(path.relative_to(PROJECT_DIR.parent))},
+                tags=["artigo"],
+            )
+        ]
         started = time.perf_counter()
-        result = kb.index(docs)
+        for tenant in TENANTS:
+            result = kb.index(docs, tenant=tenant)
+            rag.collection("artigos").index(articles, tenant=tenant)
         elapsed = time.perf_counter() - started
         self.stdout.write(
-            f"Indexed {len(docs)} documents into '{kb.name}' with {kb.space} in {elapsed:.2f}s: "
-            f"{result.added} chunks added, {result.removed} removed, {result.unchanged} unchanged, "
-            f"{result.embedded} embedded."
+            f"Indexed {len(docs)} documents for tenants {', '.join(TENANTS)} into '{kb.name}' with "
+            f"{kb.space} in {elapsed:.2f}s: {result.added} chunks added, {result.removed} removed, "
+            f"{result.unchanged} unchanged, {result.embedded} embedded (last tenant)."
         )
-        for query in options["queries"] or QUERIES:
-            self.stdout.write(self.style.MIGRATE_HEADING(f"\n? {query}  ({options['mode']} search)"))
-            for hit in kb.search(query, k=options["k"], mode=options["mode"]):
-                text = " ".join(hit.chunk.content.split())
-                self.stdout.write(f"  {hit.score:.3f}  {hit.source_id:<20} {text[:90]}...")
+        if not options["no_search"]:
+            for query in options["queries"] or QUERIES:
+                self.stdout.write(self.style.MIGRATE_HEADING(f"\n? {query}  ({options['mode']} search)"))
+                for hit in kb.search(query, k=options["k"], mode=options["mode"], tenant=TENANTS[0]):
+                    text = " ".join(hit.chunk.content.split())
+                    self.stdout.write(f"  {hit.score:.3f}  {hit.source_id:<20} {text[:90]}...")
+        url = f"http://127.0.0.1:{options['port']}/kb/"
+        self.stdout.write(
+            "\nStart the site with `.venv/bin/python manage.py runserver` and open "
+            + self.style.SUCCESS(url)
+            + f"\nLog in as alice (tenant acme) or bob (tenant globex), password {PASSWORD!r}; "
+            f"the admin is at http://127.0.0.1:{options['port']}/admin/ (user admin, same password)."
+        )
+
+    def _users(self) -> None:
+        users = get_user_model()
+        permissions = [
+            Permission.objects.get(content_type__app_label=app, codename=codename)
+            for app, codename in STAFF_PERMISSIONS
+        ]
+        for username, tenant in USERS.items():
+            user = users.objects.filter(username=username).first()
+            if user is None:
+                user = users.objects.create_user(username=username, password=PASSWORD)
+            user.is_staff = True
+            user.is_superuser = tenant is None
+            user.save()
+            if tenant is not None:
+                group, _ = Group.objects.get_or_create(name=f"{TENANT_GROUP_PREFIX}{tenant}")
+                user.groups.add(group)
+                user.user_permissions.add(*permissions)

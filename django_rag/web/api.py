@@ -1,0 +1,160 @@
+"""JSON endpoints: ``search_json`` (GET) and ``ask_json`` (POST, CSRF; streamed as NDJSON on request).
+
+Same access, scope and validation as the pages. Errors are ``{"error": message, "status": n,
+"field": name | null}`` with that HTTP status; never a traceback or SQL.
+
+``ask_json`` with ``stream=1`` answers ``application/x-ndjson``, one JSON object per line:
+``{"type": "sources", "sources": [...]}`` first, then ``{"type": "delta", "text": ...}`` as the
+model writes, then ``{"type": "done", "answer", "citations", "entry", "html"}`` or
+``{"type": "error", "message"}``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+from django.http import HttpRequest, HttpResponse, QueryDict, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from django.template.loader import render_to_string
+from django.utils.translation import gettext as _
+
+from ..answer import cited_numbers
+from ..exceptions import RagError
+from .conf import web_settings
+from .forms import AskForm, SearchForm, form_error
+from .querylog import finish_ask
+from .ratelimit import retry_after
+from .results import facets, filter_hits, result_for
+from .scope import visible_collections
+from .service import (
+    Asking,
+    WebError,
+    chat_unavailable,
+    json_response,
+    pick_collection,
+    scoped_search,
+    start_ask,
+)
+from .views import RagView, answer_context, rate_limited
+
+__all__ = ["AskJsonView", "SearchJsonView"]
+
+
+class _JsonView(RagView):
+    json: ClassVar[bool] = True
+
+    def invalid(self, form: Any) -> HttpResponse:
+        field, message = form_error(form)
+        raise WebError(404 if field == "collection" else 400, message, field=field)
+
+
+class SearchJsonView(_JsonView):
+    """GET ``q``, ``collection``, ``mode``, ``k``, ``tag``, ``type``: the top ``k`` hits and facets."""
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        form = SearchForm(request.GET, collections=visible_collections(request))
+        if not form.is_valid():
+            return self.invalid(form)
+        data = form.cleaned_data
+        settings = web_settings()
+        k = data["k"] or settings["PAGE_SIZE"]
+        kb = pick_collection(request, data["collection"])
+        searched = scoped_search(
+            request, self.scope, kb, data["q"], data["mode"], k=max(k, settings["MAX_RESULTS"])
+        )
+        hits = filter_hits(searched.hits, tag=data["tag"], content_type=data["type"])[:k]
+        found = facets(searched.hits)
+        return json_response(
+            {
+                "query": searched.query,
+                "collection": kb.name,
+                "mode": searched.mode,
+                "count": len(hits),
+                "results": [result_for(hit, n).as_json() for n, hit in enumerate(hits, 1)],
+                "facets": {"tags": found.tags, "content_types": found.types},
+            }
+        )
+
+
+class AskJsonView(_JsonView):
+    """POST ``q``, ``collection``, ``mode`` (form-encoded or a JSON body), ``stream``."""
+
+    permission = "ask"
+
+    def post(self, request: HttpRequest) -> HttpResponseBase:
+        data = self._data(request)
+        wait = retry_after(request)
+        if wait is not None:
+            raise rate_limited(wait)
+        form = AskForm(data, collections=visible_collections(request))
+        if not form.is_valid():
+            return self.invalid(form)
+        kb = pick_collection(request, form.cleaned_data["collection"])
+        asking = start_ask(request, self.scope, kb, form.cleaned_data["q"], form.cleaned_data["mode"])
+        if str(data.get("stream", "")).lower() in ("1", "true", "yes"):
+            response = StreamingHttpResponse(
+                self._events(request, asking), content_type="application/x-ndjson"
+            )
+            response["Cache-Control"] = "no-cache"
+            response["X-Accel-Buffering"] = "no"  # nginx would hold the stream back otherwise
+            return response
+        try:
+            answer = asking.stream.answer
+        except RagError as exc:
+            finish_ask(asking.entry, answer="", latency_ms=asking.elapsed_ms)
+            raise WebError(503, chat_unavailable(exc)) from exc
+        finish_ask(asking.entry, answer=answer.text, latency_ms=asking.elapsed_ms)
+        sources = [result_for(hit, n) for n, hit in enumerate(asking.stream.sources, 1)]
+        return json_response(
+            {
+                "answer": answer.text,
+                "citations": cited_numbers(answer.text, len(sources)),
+                "sources": [source.as_json() for source in sources],
+                "entry": asking.entry.pk if asking.entry is not None else None,
+            }
+        )
+
+    def _data(self, request: HttpRequest) -> QueryDict | dict[str, Any]:
+        if request.content_type != "application/json":
+            return request.POST
+        try:
+            body = json.loads(request.body or b"{}")
+        except ValueError as exc:
+            raise WebError(400, _("The request body is not valid JSON.")) from exc
+        if not isinstance(body, dict):
+            raise WebError(400, _("The request body must be a JSON object."))
+        # Form fields take strings; anything else is refused by the form with a message.
+        return {key: value if isinstance(value, str) else json.dumps(value) for key, value in body.items()}
+
+    def _events(self, request: HttpRequest, asking: Asking) -> Iterator[bytes]:
+        sources = [result_for(hit, n) for n, hit in enumerate(asking.stream.sources, 1)]
+        yield _line({"type": "sources", "sources": [source.as_json() for source in sources]})
+        try:
+            for delta in asking.stream:
+                yield _line({"type": "delta", "text": delta})
+            answer = asking.stream.answer
+        except RagError as exc:
+            finish_ask(asking.entry, answer="", latency_ms=asking.elapsed_ms)
+            yield _line({"type": "error", "message": chat_unavailable(exc)})
+            return
+        finish_ask(asking.entry, answer=answer.text, latency_ms=asking.elapsed_ms)
+        html = render_to_string(
+            "django_rag/_answer.html",
+            answer_context(asking.stream.sources, answer.text, asking.entry),
+            request=request,
+        )
+        yield _line(
+            {
+                "type": "done",
+                "answer": answer.text,
+                "citations": cited_numbers(answer.text, len(sources)),
+                "entry": asking.entry.pk if asking.entry is not None else None,
+                "html": html,
+            }
+        )
+
+
+def _line(event: dict[str, Any]) -> bytes:
+    return json.dumps(event).encode() + b"\n"

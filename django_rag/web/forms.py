@@ -1,0 +1,117 @@
+"""Forms of the pages and endpoints: every parameter a request sends is read through one of these."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
+from django.utils.translation import gettext_lazy as _
+
+from ..validation import MAX_K
+from .conf import web_settings
+
+__all__ = ["AskForm", "FeedbackForm", "RetrievalTestForm", "SearchForm", "form_error"]
+
+MODE_CHOICES = [
+    ("hybrid", _("Hybrid (meaning and words)")),
+    ("vector", _("Meaning (vector)")),
+    ("text", _("Words (BM25)")),
+]
+
+
+class _QueryForm(forms.Form):
+    """The query, its mode and its collection, with the site's length limit."""
+
+    q = forms.CharField(label=_("Query"), strip=True)
+    mode = forms.ChoiceField(label=_("Mode"), choices=MODE_CHOICES, required=False)
+    collection = forms.CharField(label=_("Collection"), required=False, max_length=100)
+
+    def __init__(self, *args: Any, collections: list[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        limit = web_settings()["MAX_QUERY_CHARS"]
+        field = self.fields["q"]
+        field.error_messages["required"] = _("Enter a query.")
+        message = _("The query is too long: at most %(limit_value)d characters, it has %(show_value)d.")
+        field.validators.append(MaxLengthValidator(limit, message=message))
+        field.widget.attrs.update({"maxlength": str(limit), "autocomplete": "off"})
+        self.fields["mode"].error_messages["invalid_choice"] = _(
+            "Unknown search mode %(value)s; choose hybrid, vector or text."
+        )
+        names = collections or []
+        # A select of the collections this request may search; any other name is refused by the view.
+        self.fields["collection"].widget = forms.Select(choices=[(name, name) for name in names])
+        if len(names) < 2:
+            self.fields["collection"].widget = forms.HiddenInput()
+
+
+class SearchForm(_QueryForm):
+    k = forms.IntegerField(label=_("Results"), required=False)
+    tag = forms.CharField(label=_("Tag"), required=False, max_length=200)
+    type = forms.CharField(label=_("Content type"), required=False, max_length=255)
+    page = forms.IntegerField(label=_("Page"), required=False, min_value=1)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        limit = web_settings()["MAX_K"]
+        message = _("k must be between 1 and %(limit)d.") % {"limit": limit}
+        self.fields["k"].validators += [
+            MinValueValidator(1, message=message),
+            MaxValueValidator(limit, message=message),
+        ]
+        self.fields["k"].error_messages["invalid"] = _("k must be a whole number.")
+        self.fields["page"].error_messages["invalid"] = _("The page must be a whole number.")
+
+
+class AskForm(_QueryForm):
+    q = forms.CharField(label=_("Question"), strip=True, widget=forms.Textarea(attrs={"rows": 3}))
+
+
+class FeedbackForm(forms.Form):
+    entry = forms.IntegerField(widget=forms.HiddenInput())
+    helpful = forms.TypedChoiceField(
+        label=_("Was this answer helpful?"),
+        choices=[("1", _("Yes")), ("0", _("No"))],
+        coerce=lambda value: value == "1",
+        widget=forms.RadioSelect,
+    )
+    comment = forms.CharField(
+        label=_("Comment (optional)"),
+        required=False,
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+
+
+class RetrievalTestForm(forms.Form):
+    """The admin's retrieval test: one query with every knob the search exposes."""
+
+    q = forms.CharField(label=_("Query"), max_length=2000, strip=True)
+    mode = forms.ChoiceField(label=_("Mode"), choices=MODE_CHOICES, initial="hybrid")
+    k = forms.IntegerField(label=_("k"), min_value=1, max_value=100, initial=10)
+    candidates = forms.IntegerField(
+        label=_("Candidates per leg"), min_value=1, max_value=MAX_K, initial=50, required=False
+    )
+    vector_weight = forms.FloatField(label=_("Vector weight"), min_value=0, max_value=100, initial=1.0)
+    text_weight = forms.FloatField(label=_("Text weight"), min_value=0, max_value=100, initial=1.0)
+    rrf_k = forms.IntegerField(label=_("RRF k"), min_value=1, max_value=10_000, initial=60)
+    tenant = forms.CharField(
+        label=_("Tenant"),
+        required=False,
+        max_length=200,
+        help_text=_("Search as this tenant (empty: every tenant you may see)."),
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        k, candidates = data.get("k"), data.get("candidates")
+        if k is not None and candidates is not None and candidates < k:
+            self.add_error("candidates", _("Candidates must be at least k."))
+        return data
+
+
+def form_error(form: forms.Form) -> tuple[str, str]:
+    """The first error of ``form`` as ``(field, message)``, for a JSON error body."""
+    for field, errors in form.errors.items():
+        return field, str(errors[0])
+    return "", ""

@@ -1,0 +1,198 @@
+"""What the pages and the JSON endpoints share: access, the scoped search, the scoped question.
+
+Every request goes through ``check_access`` and every search through ``scoped_search`` or
+``start_ask``, which pass the request's scope to the library and never a tenant, tag or
+collection from the query string. Errors become ``WebError``: a status and a message that is
+safe to show (library messages about the request; a generic one for anything else, logged).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.db import DatabaseError
+from django.http import HttpRequest, JsonResponse
+from django.utils.translation import gettext as _
+
+from ..answer import AnswerStream, Prompt
+from ..api import KnowledgeBase, collection
+from ..exceptions import QueryError, RagError
+from ..types import Hit
+from .conf import web_settings
+from .models import QueryLog
+from .querylog import log_query
+from .scope import Scope, scope_for, visible_collections
+
+__all__ = [
+    "Asking",
+    "Searched",
+    "WebError",
+    "chat_unavailable",
+    "check_access",
+    "default_mode",
+    "json_response",
+    "pick_collection",
+    "scoped_search",
+    "start_ask",
+]
+
+logger = logging.getLogger("django_rag.web")
+
+
+class WebError(Exception):
+    """A request that cannot be served: ``status`` and a message safe to show to its user."""
+
+    def __init__(self, status: int, message: str, *, field: str = "", headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+        self.headers = headers or {}
+
+
+def json_response(data: Any, status: int = 200) -> JsonResponse:
+    """JSON as people read it: non-ASCII text (“quotes”, accents) left as it is."""
+    return JsonResponse(data, status=status, json_dumps_params={"ensure_ascii": False})
+
+
+def check_access(request: HttpRequest, view: str) -> Scope:
+    """Login, the view's permission (``RAG["WEB"]["PERMISSIONS"]``) and the scope hook, or a WebError."""
+    settings = web_settings()
+    if settings["LOGIN_REQUIRED"] and not request.user.is_authenticated:
+        raise WebError(401, _("Log in to use the knowledge base."))
+    permission = settings["PERMISSIONS"].get(view)
+    if permission and not request.user.has_perm(permission):
+        raise WebError(403, _("You do not have permission to use this page."))
+    try:
+        return scope_for(request)
+    except PermissionDenied as exc:
+        raise WebError(403, str(exc) or _("You may not search the knowledge base.")) from exc
+
+
+def pick_collection(request: HttpRequest, name: str) -> KnowledgeBase:
+    """The collection ``name`` (default: the first one offered) if this request may search it."""
+    offered = visible_collections(request)
+    if not name:
+        if not offered:
+            raise WebError(404, _("There is no collection you may search."))
+        name = offered[0]
+    if name not in offered:
+        # One answer for "no such collection" and "not yours": the message must not tell them apart.
+        raise WebError(
+            404,
+            _("Collection “%(name)s” does not exist or you may not search it.") % {"name": name},
+            field="collection",
+        )
+    try:
+        return collection(name)
+    except RagError as exc:
+        logger.exception("django-rag web: collection %r cannot be opened", name)
+        raise WebError(503, _("The knowledge base is not available right now.")) from exc
+
+
+def default_mode(kb: KnowledgeBase, mode: str) -> str:
+    return mode or ("hybrid" if kb.text_search else "vector")
+
+
+@dataclass
+class Searched:
+    """A scoped search: every hit fetched (``MAX_RESULTS``), for facets and pagination."""
+
+    kb: KnowledgeBase
+    query: str
+    mode: str
+    hits: list[Hit]
+    latency_ms: float
+    entry: QueryLog | None = None
+
+
+def _search_errors(exc: Exception) -> WebError:
+    if isinstance(exc, QueryError):
+        return WebError(400, _("This search cannot run: %(reason)s") % {"reason": exc})
+    logger.error("django-rag web: search failed", exc_info=exc)
+    return WebError(503, _("Search is not available right now. Please try again later."))
+
+
+def scoped_search(
+    request: HttpRequest, scope: Scope, kb: KnowledgeBase, query: str, mode: str, *, k: int, log: bool = True
+) -> Searched:
+    """``kb.search`` confined to ``scope``; logged unless ``log`` is False (later pages of one search)."""
+    mode = default_mode(kb, mode)
+    started = time.perf_counter()
+    hits: list[Hit] = []
+    if not scope.empty:
+        try:
+            hits = kb.search(query, k=k, mode=mode, **scope.search_options())
+        except (RagError, DatabaseError) as exc:
+            raise _search_errors(exc) from exc
+    latency = (time.perf_counter() - started) * 1000
+    searched = Searched(kb=kb, query=query, mode=mode, hits=hits, latency_ms=latency)
+    if log:
+        searched.entry = log_query(
+            request,
+            kind=QueryLog.Kind.SEARCH,
+            query=query,
+            mode=mode,
+            collection=kb.name,
+            scope=scope,
+            hit_count=len(hits),
+            latency_ms=latency,
+        )
+    return searched
+
+
+@dataclass
+class Asking:
+    """A question whose passages are found; iterate ``stream`` for the answer (the chat call)."""
+
+    kb: KnowledgeBase
+    question: str
+    mode: str
+    stream: AnswerStream
+    started: float
+    entry: QueryLog | None = None
+
+    @property
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+
+def start_ask(request: HttpRequest, scope: Scope, kb: KnowledgeBase, question: str, mode: str) -> Asking:
+    """Search for ``question`` within ``scope`` and log it; the chat model is called on iteration."""
+    mode = default_mode(kb, mode)
+    started = time.perf_counter()
+    if scope.empty:
+        stream = AnswerStream(Prompt(question=question, sources=[]))
+    else:
+        try:
+            stream = kb.ask(
+                question,
+                stream=True,
+                k=web_settings()["ASK_K"],
+                mode=mode,
+                **scope.search_options(),
+            )
+        except (RagError, DatabaseError) as exc:
+            raise _search_errors(exc) from exc
+    asking = Asking(kb=kb, question=question, mode=mode, stream=stream, started=started)
+    asking.entry = log_query(
+        request,
+        kind=QueryLog.Kind.ASK,
+        query=question,
+        mode=mode,
+        collection=kb.name,
+        scope=scope,
+        hit_count=len(stream.sources),
+        latency_ms=asking.elapsed_ms,
+    )
+    return asking
+
+
+def chat_unavailable(exc: Exception) -> str:
+    """Log a failed chat call; the message its user sees."""
+    logger.error("django-rag web: the chat backend failed", exc_info=exc)
+    return _("The answer service is not available right now. Please try again in a moment.")

@@ -1,0 +1,286 @@
+"""The pages: search, ask, a hit's source, answer feedback. JSON endpoints are in ``web.api``.
+
+Every view checks access and reads its scope in ``RagView.dispatch`` (``service.check_access``);
+templates live under ``django_rag/templates/django_rag/`` so a site overrides them by name.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import posixpath
+from typing import Any, ClassVar
+from urllib.parse import urlencode
+
+from django.contrib.auth.views import redirect_to_login
+from django.core.paginator import Paginator
+from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http.response import HttpResponseBase
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views import View
+
+from ..conf import rag_settings
+from ..exceptions import RagError
+from ..ingest.registration import registration_for
+from ..models import Chunk, Document
+from .conf import web_settings
+from .forms import AskForm, FeedbackForm, SearchForm
+from .querylog import finish_ask, owned_entry, rate_answer
+from .ratelimit import retry_after
+from .results import facets, filter_hits, render_answer, result_for
+from .scope import Scope, visible_collections
+from .service import (
+    WebError,
+    chat_unavailable,
+    check_access,
+    json_response,
+    pick_collection,
+    scoped_search,
+    start_ask,
+)
+
+__all__ = ["AskView", "FeedbackView", "RagView", "SearchView", "SourceView"]
+
+# Served in the browser; any other uploaded type is a download in a sandbox, never a page of the site.
+_INLINE_TYPES = {"application/pdf", "text/plain"}
+
+
+class RagView(View):
+    """Access (login, permission, scope) for every page and endpoint; errors as pages or JSON."""
+
+    permission: ClassVar[str] = "search"  # the RAG["WEB"]["PERMISSIONS"] key
+    json: ClassVar[bool] = False
+    scope: Scope
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        try:
+            self.scope = check_access(request, self.permission)
+            return super().dispatch(request, *args, **kwargs)
+        except WebError as error:
+            return self.error_response(error)
+
+    def error_response(self, error: WebError, context: dict[str, Any] | None = None) -> HttpResponse:
+        response: HttpResponse
+        if error.status == 401 and not self.json:
+            return redirect_to_login(self.request.get_full_path())
+        if self.json:
+            body = {"error": error.message, "status": error.status, "field": error.field or None}
+            response = json_response(body, status=error.status)
+        else:
+            template = getattr(self, "template_name", "django_rag/error.html")
+            page = {"error": error.message, "status": error.status, **(context or {})}
+            if "form" not in page:
+                template = "django_rag/error.html"
+            response = render(self.request, template, self.base_context(page), status=error.status)
+        for name, value in error.headers.items():
+            response[name] = value
+        return response
+
+    def base_context(self, context: dict[str, Any]) -> dict[str, Any]:
+        """The context of every page; a site's subclass may add to it."""
+        return context
+
+
+class SearchView(RagView):
+    """GET ``q``, ``mode``, ``collection``, ``tag``, ``type``, ``page``: the hits, faceted and paged."""
+
+    template_name = "django_rag/search.html"
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        collections = visible_collections(request)
+        bound = "q" in request.GET
+        form = SearchForm(request.GET if bound else None, collections=collections)
+        context: dict[str, Any] = {"form": form}
+        if not bound:
+            return render(request, self.template_name, self.base_context(context))
+        if not form.is_valid():
+            return render(request, self.template_name, self.base_context(context), status=400)
+        data = form.cleaned_data
+        try:
+            return self._results(request, data, context)
+        except WebError as error:
+            return self.error_response(error, context)
+
+    def _results(self, request: HttpRequest, data: dict[str, Any], context: dict[str, Any]) -> HttpResponse:
+        settings = web_settings()
+        kb = pick_collection(request, data["collection"])
+        page_number = data["page"] or 1
+        refined = page_number > 1 or bool(data["tag"] or data["type"])
+        searched = scoped_search(
+            request, self.scope, kb, data["q"], data["mode"], k=settings["MAX_RESULTS"], log=not refined
+        )
+        hits = filter_hits(searched.hits, tag=data["tag"], content_type=data["type"])
+        paginator = Paginator(hits, settings["PAGE_SIZE"])
+        if page_number > max(paginator.num_pages, 1):
+            raise WebError(404, _("There is no page %(page)d of these results.") % {"page": page_number})
+        page = paginator.page(page_number) if hits else None
+        offset = (page.start_index() - 1) if page is not None else 0
+        params = {"q": searched.query, "mode": searched.mode, "collection": kb.name}
+        refine = {**params, **{key: data[key] for key in ("tag", "type") if data[key]}}
+        context.update(
+            kb=kb,
+            query=searched.query,
+            mode=searched.mode,
+            page=page,
+            results=[result_for(hit, offset + n) for n, hit in enumerate(page or [], 1)],
+            total=len(hits),
+            facets=facets(searched.hits),
+            tag=data["tag"],
+            type=data["type"],
+            base_query=urlencode(params),
+            page_query=urlencode(refine),
+        )
+        return render(request, self.template_name, self.base_context(context))
+
+
+class AskView(RagView):
+    """GET: the question form. POST (CSRF): the answer with ``[n]`` citations, in one response.
+
+    With JavaScript on, ``static/django_rag/ask.js`` posts the same form to ``ask_json`` instead
+    and streams the answer into the page.
+    """
+
+    template_name = "django_rag/ask.html"
+    permission = "ask"
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        form = AskForm(collections=visible_collections(request))
+        return render(request, self.template_name, self.base_context({"form": form}))
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        form = AskForm(request.POST, collections=visible_collections(request))
+        context: dict[str, Any] = {"form": form}
+        wait = retry_after(request)
+        if wait is not None:
+            return self.error_response(rate_limited(wait), context)
+        if not form.is_valid():
+            return render(request, self.template_name, self.base_context(context), status=400)
+        data = form.cleaned_data
+        try:
+            kb = pick_collection(request, data["collection"])
+            asking = start_ask(request, self.scope, kb, data["q"], data["mode"])
+        except WebError as error:
+            return self.error_response(error, context)
+        try:
+            answer = asking.stream.answer
+        except RagError as exc:
+            finish_ask(asking.entry, answer="", latency_ms=asking.elapsed_ms)
+            return self.error_response(WebError(503, chat_unavailable(exc)), context)
+        finish_ask(asking.entry, answer=answer.text, latency_ms=asking.elapsed_ms)
+        context.update(answer_context(asking.stream.sources, answer.text, asking.entry))
+        return render(request, self.template_name, self.base_context(context))
+
+
+def answer_context(sources: list[Any], text: str, entry: Any) -> dict[str, Any]:
+    """What ``django_rag/_answer.html`` renders: the answer, its numbered sources, the feedback form."""
+    results = [result_for(hit, number) for number, hit in enumerate(sources, 1)]
+    return {
+        "answer_html": render_answer(text, results),
+        "sources": results,
+        "not_enough": not results,
+        "entry": entry,
+        "feedback_form": FeedbackForm(initial={"entry": entry.pk}) if entry is not None else None,
+    }
+
+
+def rate_limited(wait: int) -> WebError:
+    message = _("You have asked too many questions. Please wait %(seconds)d seconds and try again.") % {
+        "seconds": wait
+    }
+    return WebError(429, message, headers={"Retry-After": str(wait)})
+
+
+class SourceView(RagView):
+    """A hit's source: an uploaded file through its storage, a web page's URL, or the stored text.
+
+    Links carry ``#page=N``; browsers keep the fragment across the redirect and PDF viewers open
+    the page. Documents outside the request's scope, now, are a 404 like missing ones.
+    """
+
+    permission = "source"
+
+    def get(self, request: HttpRequest, pk: int) -> HttpResponseBase:
+        document = (
+            Document.objects.using(rag_settings.DATABASE).select_related("collection").filter(pk=pk).first()
+        )
+        if (
+            document is None
+            or document.collection.name not in visible_collections(request)
+            or not self.scope.allows(document)
+        ):
+            raise WebError(404, _("This document does not exist or you may not open it."))
+        served = self._file(document)
+        if served is not None:
+            return served
+        if document.source.startswith(("https://", "http://")):
+            return HttpResponseRedirect(document.source)
+        return self._text(request, document)
+
+    def _file(self, document: Document) -> HttpResponseBase | None:
+        model = document.owner_type.model_class() if document.owner_type_id and document.owner_type else None
+        registration = registration_for(model) if model is not None else None
+        if registration is None or registration.file_field is None:
+            return None
+        row = model._default_manager.filter(pk=document.owner_id).first() if model else None
+        fieldfile = getattr(row, registration.file_field, None) if row is not None else None
+        if not fieldfile or not fieldfile.name:
+            return None
+        name = fieldfile.name
+        content_type = document.content_type or mimetypes.guess_type(name)[0] or "application/octet-stream"
+        inline = content_type in _INLINE_TYPES
+        # The storage API, never a path: S3 and other remote storages stream the same way.
+        handle = fieldfile.storage.open(name, "rb")
+        response = FileResponse(
+            handle,
+            as_attachment=not inline,
+            filename=posixpath.basename(name),
+            content_type=f"{content_type}; charset=utf-8"
+            if content_type.startswith("text/")
+            else content_type,
+        )
+        if not inline:
+            response["Content-Security-Policy"] = "sandbox"
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
+
+    def _text(self, request: HttpRequest, document: Document) -> HttpResponse:
+        kb = pick_collection(request, document.collection.name)
+        try:
+            space = kb.space
+        except RagError:
+            space = None
+        chunks = Chunk.objects.using(kb.using).filter(document=document).defer("embedding", "search_vector")
+        if space is not None:
+            chunks = chunks.filter(space=space)
+        pages: list[dict[str, Any]] = []
+        for chunk in chunks.order_by("index"):
+            if not pages or pages[-1]["page"] != chunk.page:
+                pages.append({"page": chunk.page, "chunks": []})
+            pages[-1]["chunks"].append(chunk)
+        context = {"document": document, "pages": pages}
+        return render(request, "django_rag/document.html", self.base_context(context))
+
+
+class FeedbackView(RagView):
+    """POST (CSRF) ``entry``, ``helpful`` and an optional ``comment`` on one's own answer."""
+
+    permission = "ask"
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        form = FeedbackForm(request.POST)
+        wants_json = "application/json" in request.headers.get("Accept", "")
+        if not form.is_valid():
+            if wants_json:
+                return json_response(
+                    {"error": _("Choose whether the answer helped."), "status": 400}, status=400
+                )
+            raise WebError(400, _("Choose whether the answer helped."))
+        entry = owned_entry(request, form.cleaned_data["entry"])
+        if entry is None:
+            raise WebError(404, _("This answer does not exist or is not yours to rate."))
+        rate_answer(entry, helpful=form.cleaned_data["helpful"], comment=form.cleaned_data["comment"])
+        if wants_json:
+            return json_response({"entry": entry.pk, "feedback": entry.feedback})
+        context = {"entry": entry, "ask_url": reverse("django_rag:ask")}
+        return render(request, "django_rag/feedback.html", self.base_context(context))
