@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 
 demo: $(VENV)/.installed
 	$(PY) manage.py migrate --noinput --verbosity 0
-	$(PY) manage.py demo
+	$(PY) manage.py demo --serve
 
 test: lint
 	$(PY) -m pytest

@@ -1,10 +1,14 @@
 """Set up the demo site: two tenants with a user each, the sample handbook in both, a few searches.
 
-Prints the URL to open once ``manage.py runserver`` runs.
+Prints the URL to open; with ``--serve`` (what ``make demo`` runs) it then serves the site on that
+URL with ``runserver`` and a ``db_worker`` beside it (uploads are queued in the database and
+ingested by the worker), until Ctrl-C.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from argparse import ArgumentParser
 from pathlib import Path
@@ -12,6 +16,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
+from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 import django_rag as rag
@@ -54,6 +59,9 @@ class Command(BaseCommand):
         parser.add_argument("--mode", default="hybrid", choices=["vector", "text", "hybrid"])
         parser.add_argument("--no-search", action="store_true", help="Set up and index only.")
         parser.add_argument("--port", type=int, default=8000, help="The runserver port the URL names.")
+        parser.add_argument(
+            "--serve", action="store_true", help="Then serve the site (runserver + db_worker) until Ctrl-C."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         self._users()
@@ -94,12 +102,25 @@ class Command(BaseCommand):
                     text = " ".join(hit.chunk.content.split())
                     self.stdout.write(f"  {hit.score:.3f}  {hit.source_id:<20} {text[:90]}...")
         url = f"http://127.0.0.1:{options['port']}/kb/"
+        start = "Serving the site: open " if options["serve"] else "Start the site with `make demo` and open "
         self.stdout.write(
-            "\nStart the site with `.venv/bin/python manage.py runserver` and open "
+            "\n"
+            + start
             + self.style.SUCCESS(url)
             + f"\nLog in as alice (tenant acme) or bob (tenant globex), password {PASSWORD!r}; "
             f"the admin is at http://127.0.0.1:{options['port']}/admin/ (user admin, same password)."
         )
+        if options["serve"]:
+            self._serve(options["port"])
+
+    def _serve(self, port: int) -> None:
+        manage = Path(sys.argv[0]).resolve()
+        worker = subprocess.Popen([sys.executable, str(manage), "db_worker", "--interval", "0.5", "--no-reload"])
+        try:
+            call_command("runserver", f"127.0.0.1:{port}", use_reloader=False)
+        finally:
+            worker.terminate()
+            worker.wait(timeout=30)
 
     def _users(self) -> None:
         users = get_user_model()
