@@ -115,7 +115,9 @@ class Command(BaseCommand):
 
     def _serve(self, port: int) -> None:
         manage = Path(sys.argv[0]).resolve()
-        worker = subprocess.Popen([sys.executable, str(manage), "db_worker", "--interval", "0.5", "--no-reload"])
+        worker = subprocess.Popen(
+            [sys.executable, str(manage), "db_worker", "--interval", "0.5", "--no-reload"]
+        )
         try:
             call_command("runserver", f"127.0.0.1:{port}", use_reloader=False)
         finally:
