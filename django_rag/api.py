@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, cast, overload
 
+from django.utils.translation import gettext_lazy as _
+
 from .answer import AnswerStream, ChatBackend, answer_prompt, prepare
 from .conf import rag_settings
 from .dberrors import translate_db_errors
@@ -32,7 +34,8 @@ class KnowledgeBase(Collection):
 
     class Meta:
         proxy = True
-        verbose_name = "knowledge base"
+        verbose_name = _("knowledge base")
+        verbose_name_plural = _("knowledge bases")
 
     def index(
         self,

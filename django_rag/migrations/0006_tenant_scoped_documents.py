@@ -25,6 +25,7 @@ class Migration(migrations.Migration):
             ],
             options={
                 'verbose_name': 'knowledge base',
+                'verbose_name_plural': 'knowledge bases',
                 'proxy': True,
                 'indexes': [],
                 'constraints': [],
