@@ -28,7 +28,8 @@ from typing import Any
 
 import psycopg
 from django.db import connections
-from django.db.models import Field, Model
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import DEFERRED, Field, Model
 from django.utils.safestring import SafeString
 from psycopg.types.json import Jsonb
 
@@ -306,15 +307,16 @@ def run_search(collection: Collection, request: SearchRequest, using: str) -> li
     else:
         prefix = _PREFIX
     chunks, documents = _builders(using, prefix)
+    connection = connections[using]
     document_at = prefix + _CHUNK_DOCUMENT_ID
     # Hits of one document share its instance (as prefetch_related would): built once per search.
     by_document: dict[Any, Document] = {}
     hits = []
     for rank, row in enumerate(rows, 1):
-        chunk = chunks(row)
+        chunk = chunks(row, connection)
         document = by_document.get(row[document_at])
         if document is None:
-            document = by_document[row[document_at]] = documents(row)
+            document = by_document[row[document_at]] = documents(row, connection)
         chunk.document = document  # the foreign key's own cache: no query when it is read
         if prefix == _VECTOR_PREFIX:
             score, vrank, trank = 1.0 - row[0], rank, None
@@ -349,14 +351,14 @@ class _Builder:
 
     model: type[Model]
     using: str
-    names: tuple[str, ...]
-    start: int
-    # (position in the row, converters) of the fields that have any (JSON, arrays of JSON...).
+    names: tuple[str, ...]  # every concrete field, in order: from_db then needs no lookup of its own
+    # Row positions of the concrete fields, -1 for a field the statement leaves out (DEFERRED).
+    values: Callable[[tuple[Any, ...]], tuple[Any, ...]]
+    # (position among the concrete fields, converters, column) of the fields that have any (JSON...).
     converters: tuple[tuple[int, tuple[Callable[..., Any], ...], Any], ...]
 
-    def __call__(self, row: tuple[Any, ...]) -> Any:
-        values = list(row[self.start : self.start + len(self.names)])
-        connection = connections[self.using]
+    def __call__(self, row: tuple[Any, ...], connection: BaseDatabaseWrapper) -> Any:
+        values = list(self.values((*row, DEFERRED)))
         for position, converters, expression in self.converters:
             value = values[position]
             for converter in converters:
@@ -367,14 +369,23 @@ class _Builder:
 
 def _builder(model: type[Model], fields: list[Field[Any, Any]], start: int, using: str) -> _Builder:
     connection = connections[using]
+    at = {field.attname: start + offset for offset, field in enumerate(fields)}
+    concrete = list(model._meta.concrete_fields)
     converters = []
-    for position, field in enumerate(fields):
+    for position, field in enumerate(concrete):
+        if field.attname not in at:
+            continue
         expression = field.get_col(model._meta.db_table)
         found = tuple(connection.ops.get_db_converters(expression) + field.get_db_converters(connection))
         if found:
             converters.append((position, found, expression))
-    names = tuple(f.attname for f in fields)
-    return _Builder(model, using, names, start, tuple(converters))
+    return _Builder(
+        model,
+        using,
+        tuple(f.attname for f in concrete),
+        itemgetter(*[at.get(f.attname, -1) for f in concrete]),
+        tuple(converters),
+    )
 
 
 @functools.cache
