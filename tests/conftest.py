@@ -51,6 +51,21 @@ def inline_ingestion(settings):
 
 
 @pytest.fixture
+def no_broker():
+    """A current Celery app without a broker: saves go to the Tasks API queue, never to Celery.
+
+    The suite's Redis app stays current once a Celery test has run, and its session-wide worker
+    would pick the task up and ingest it while the test looks at the queue.
+    """
+    from celery import Celery, current_app
+
+    previous = current_app._get_current_object()
+    Celery("django_rag_no_broker", set_as_current=True).conf.update(broker_url=None)
+    yield
+    previous.set_current()
+
+
+@pytest.fixture
 def committed(django_capture_on_commit_callbacks, inline_ingestion):
     """``with committed(): row.save()`` runs the on_commit callbacks as a real commit would."""
     from functools import partial

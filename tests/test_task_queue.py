@@ -50,15 +50,7 @@ SLOW = {
 }
 
 
-@pytest.fixture(autouse=True)
-def no_broker():
-    """A current Celery app without a broker (the suite's Redis app may be current from other tests)."""
-    from celery import Celery, current_app
-
-    previous = current_app._get_current_object()
-    Celery("django_rag_no_broker", set_as_current=True).conf.update(broker_url=None)
-    yield
-    previous.set_current()
+pytestmark = pytest.mark.usefixtures("no_broker")
 
 
 def db_worker() -> subprocess.CompletedProcess[str]:

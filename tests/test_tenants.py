@@ -95,6 +95,7 @@ def test_a_tenant_and_a_source_id_that_spell_the_same_text_are_different_documen
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_broker")
 def test_a_queued_row_that_moves_tenant_is_out_of_reach_before_its_job_runs(settings) -> None:
     # No broker: the save queues a Tasks API job in the database; no worker runs it here.
     settings.RAG = {**settings.RAG, "ASYNC": True}
