@@ -9,20 +9,26 @@ between check and connect cannot smuggle the request somewhere else.
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import ipaddress
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from http.cookiejar import DefaultCookiePolicy
 from typing import Any
-from urllib.parse import urldefrag, urljoin, urlsplit
+from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 import requests
 import urllib3
 from django.utils.module_loading import import_string
 from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from ..conf import rag_settings
 from ..exceptions import ConfigurationError, LoaderError, OutboundPolicyError
@@ -66,14 +72,18 @@ _BLOCKED_NETWORKS = [
         ("::1/128", "loopback (::1)"),
         ("100::/64", "discard-only (100::/64)"),
         ("2001:db8::/32", "documentation (2001:db8::/32)"),
+        # RFC 8215: the IPv4 address sits where the site's own prefix length puts it (/48 to /96),
+        # so it cannot be read from the address alone; the well-known 64:ff9b::/96 is judged below.
+        ("64:ff9b:1::/48", "local-use NAT64 (64:ff9b:1::/48)"),
         ("fc00::/7", "unique local, i.e. private (fc00::/7)"),
         ("fe80::/10", "link-local (fe80::/10)"),
         ("fec0::/10", "site-local (fec0::/10)"),
         ("ff00::/8", "multicast (ff00::/8)"),
     )
 ]
-_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # SIIT (RFC 2765): a translator's view of IPv4
 
 
 def system_resolver(host: str, port: int) -> list[str]:
@@ -96,6 +106,7 @@ class OutboundPolicy:
     host_denylist: tuple[str, ...] = ()
     allow_networks: tuple[str, ...] = ()
     max_redirects: int = 5
+    allow_downgrade: bool = False  # follow a redirect from https to plain http
     max_bytes: int = 10 * 1024 * 1024
     connect_timeout: float = 5.0
     read_timeout: float = 15.0  # per socket read
@@ -150,7 +161,11 @@ class OutboundPolicy:
         default_port = 443 if scheme == "https" else 80
         port = port or default_port
         if parts.username is not None or parts.password is not None:
-            raise OutboundPolicyError(f"refused {url!r}: credentials in the URL are not allowed")
+            # http://trusted.example@10.0.0.1/ reads as a trusted host to people and log scanners.
+            raise OutboundPolicyError(
+                f"refused {url!r}: credentials in the URL are not allowed (no setting allows them; "
+                "send them in a header: guarded_fetch(url, headers={'Authorization': ...}))"
+            )
         host = _normalise_host(parts.hostname or "", url)
         denied = _match_host(host, self.host_denylist)
         if denied:
@@ -250,10 +265,96 @@ class FetchResult:
             return self.content.decode("utf-8", errors="replace")
 
 
+class _Deadline:
+    """The one total deadline of a fetch, over every hop: connect, status line, headers, body.
+
+    Socket timeouts bound each read, not their sum, so a server sending a byte now and then (or
+    endless ``100 Continue`` lines, or compressed data that never decodes to anything) could hold a
+    fetch for ever. When the deadline passes, a timer shuts the fetch's sockets down, which wakes
+    the blocked read; the fetch then reports ``total_timeout``.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+        self._expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    @property
+    def expired(self) -> bool:
+        return self._expired or time.monotonic() >= self.at
+
+    def remaining(self) -> float:
+        return max(0.0, self.at - time.monotonic())
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self._expired:
+                _shutdown(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self._expired = True
+            for sock in self._sockets:
+                _shutdown(sock)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    # The plain socket's shutdown, also for TLS sockets: SSLSocket.shutdown would drop the TLS
+    # state under the reading thread's feet; this only makes its read return.
+    with contextlib.suppress(OSError):  # already closed
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+_DEADLINE: ContextVar[_Deadline | None] = ContextVar("django_rag_outbound_deadline", default=None)
+
+
+def _watched(sock: socket.socket) -> socket.socket:
+    deadline = _DEADLINE.get()
+    if deadline is not None:
+        deadline.watch(sock)
+    return sock
+
+
+# urllib3's _new_conn runs between connect and (for https) the TLS handshake: the socket is watched
+# from then on, so a slow handshake is held to the deadline too.
+class _WatchedHTTPConnection(HTTPConnection):
+    def _new_conn(self) -> socket.socket:
+        return _watched(super()._new_conn())
+
+
+class _WatchedHTTPSConnection(HTTPSConnection):
+    def _new_conn(self) -> socket.socket:
+        return _watched(super()._new_conn())
+
+
+class _WatchedHTTPPool(HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _WatchedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
 class _PinnedAdapter(HTTPAdapter):
     """Connects to the URL's host (an IP address) but presents ``server_hostname`` for SNI and TLS."""
 
     server_hostname: str | None = None
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _WatchedHTTPPool, "https": _WatchedHTTPSPool}
 
     def build_connection_pool_key_attributes(
         self, request: requests.PreparedRequest, verify: bool | str, cert: Any = None
@@ -279,17 +380,29 @@ def guarded_fetch(
     """Fetch ``url`` under ``policy`` (default: ``OutboundPolicy.from_settings()``).
 
     Redirects are followed by hand, each hop checked like the first. Raises OutboundPolicyError
-    when the policy refuses a hop, the body is too large or the server is too slow, LoaderError
-    when the server cannot be reached. Non-2xx responses are returned, not raised.
+    when the policy refuses a hop, the body is too large or the server is too slow (the whole
+    fetch, redirects included, is held to ``total_timeout``), LoaderError when the server cannot
+    be reached. Non-2xx responses are returned, not raised.
     """
     policy = policy or OutboundPolicy.from_settings()
-    request_headers: CaseInsensitiveDict[str] = CaseInsensitiveDict(headers or {})
+    with _Deadline(policy.total_timeout) as deadline:
+        token = _DEADLINE.set(deadline)
+        try:
+            return _fetch(url, policy, method, headers or {}, deadline)
+        finally:
+            _DEADLINE.reset(token)
+
+
+def _fetch(
+    url: str, policy: OutboundPolicy, method: str, headers: Mapping[str, str], deadline: _Deadline
+) -> FetchResult:
+    request_headers: CaseInsensitiveDict[str] = CaseInsensitiveDict(headers)
     request_headers.pop("Host", None)  # always the checked host's; never the caller's
     request_headers.setdefault("User-Agent", policy.user_agent)
-    deadline = time.monotonic() + policy.total_timeout
     adapter = _PinnedAdapter()
     redirects: list[str] = []
     origin = None
+    previous = ""  # the scheme of the hop before, for the downgrade check
     with requests.Session() as session:
         session.trust_env = False  # no environment proxies (they would bypass the checks), no .netrc
         session.cookies.set_policy(DefaultCookiePolicy(allowed_domains=[]))  # the jar is keyed by IP
@@ -298,12 +411,18 @@ def guarded_fetch(
         current = url
         while True:
             destination = policy.check(current)
+            if previous == "https" and destination.scheme == "http" and not policy.allow_downgrade:
+                raise OutboundPolicyError(
+                    f"refused {url!r}: a redirect from https to plain http ({current}); "
+                    f"allow it with {setting('ALLOW_DOWNGRADE')}"
+                )
+            previous = destination.scheme
             origin = origin or destination.origin
             if destination.origin != origin:
                 for name in SENSITIVE_HEADERS:
                     request_headers.pop(name, None)
             adapter.server_hostname = None if destination.ip_literal else destination.host
-            response, address = _send(session, destination, method, request_headers, policy)
+            response, address = _send(session, destination, method, request_headers, policy, deadline)
             location = response.headers.get("Location")
             if response.status_code not in REDIRECT_STATUSES or not location:
                 content = _read_capped(response, policy, deadline, current)
@@ -324,16 +443,27 @@ def guarded_fetch(
                 method = "GET"  # what browsers do; the body (we never send one) is dropped
 
 
+def _too_slow(url: str, policy: OutboundPolicy) -> OutboundPolicyError:
+    return OutboundPolicyError(
+        f"refused {url!r}: took longer than total_timeout={policy.total_timeout}s, redirects included "
+        f"({setting('TOTAL_TIMEOUT')})"
+    )
+
+
 def _send(
     session: requests.Session,
     destination: Destination,
     method: str,
     headers: Mapping[str, str],
     policy: OutboundPolicy,
+    deadline: _Deadline,
 ) -> tuple[requests.Response, str]:
     """Send to the first checked address that accepts a connection."""
     error: Exception | None = None
     for address in destination.addresses:
+        if deadline.expired:
+            raise _too_slow(destination.url, policy)
+        remaining = deadline.remaining()
         try:
             response = session.request(
                 method,
@@ -341,29 +471,53 @@ def _send(
                 headers={**headers, "Host": destination.host_header},
                 allow_redirects=False,
                 stream=True,
-                timeout=(policy.connect_timeout, policy.read_timeout),
+                timeout=(min(policy.connect_timeout, remaining), min(policy.read_timeout, remaining)),
                 verify=policy.verify,
             )
             return response, address
-        except requests.exceptions.SSLError as exc:
-            raise OutboundPolicyError(
-                f"TLS verification failed for {destination.host!r} ({address}): {exc}"
-            ) from exc
-        except requests.exceptions.Timeout as exc:
-            raise OutboundPolicyError(
-                f"{destination.url!r} timed out (connect_timeout={policy.connect_timeout}s, "
-                f"read_timeout={policy.read_timeout}s; "
-                f"{setting('CONNECT_TIMEOUT')}, {setting('READ_TIMEOUT')})"
-            ) from exc
-        except requests.exceptions.ConnectionError as exc:
-            error = exc  # another checked address of the same host may answer
         except requests.exceptions.RequestException as exc:
-            raise LoaderError(f"request to {destination.url!r} failed: {exc}") from exc
+            if deadline.expired:  # the deadline's timer cut the connection, whatever the error says
+                raise _too_slow(destination.url, policy) from exc
+            if _header_limit(exc):
+                raise OutboundPolicyError(
+                    f"refused {destination.url!r}: the response headers are too large ({_header_limit(exc)}; "
+                    "a fixed limit of Python's http.client, not a setting)"
+                ) from exc
+            if isinstance(exc, requests.exceptions.SSLError):
+                raise OutboundPolicyError(
+                    f"TLS verification failed for {destination.host!r} ({address}): {exc}"
+                ) from exc
+            if isinstance(exc, requests.exceptions.Timeout):
+                raise OutboundPolicyError(
+                    f"{destination.url!r} timed out (connect_timeout={policy.connect_timeout}s, "
+                    f"read_timeout={policy.read_timeout}s; "
+                    f"{setting('CONNECT_TIMEOUT')}, {setting('READ_TIMEOUT')})"
+                ) from exc
+            if not isinstance(exc, requests.exceptions.ConnectionError):
+                raise LoaderError(f"request to {destination.url!r} failed: {exc}") from exc
+            error = exc  # another checked address of the same host may answer
     raise LoaderError(f"could not connect to {destination.host!r} at {list(destination.addresses)}: {error}")
 
 
-def _read_capped(response: requests.Response, policy: OutboundPolicy, deadline: float, url: str) -> bytes:
-    """Read the decoded body, refusing it once it passes ``max_bytes`` or the total timeout."""
+def _header_limit(exc: BaseException) -> str | None:
+    """http.client's refusal of an oversized header block, wherever it sits in the error's chain."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        for arg in seen.args:
+            if isinstance(arg, BaseException) and arg is not seen:
+                found = _header_limit(arg)
+                if found:
+                    return found
+        if isinstance(seen, http.client.LineTooLong) or (
+            isinstance(seen, http.client.HTTPException) and "more than" in str(seen)
+        ):
+            return str(seen)
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _read_capped(response: requests.Response, policy: OutboundPolicy, deadline: _Deadline, url: str) -> bytes:
+    """Read the decoded body, refusing it once it passes ``max_bytes`` or the total deadline."""
     too_big = (
         f"refused {url!r}: the response is larger than max_bytes={policy.max_bytes} ({setting('MAX_BYTES')})"
     )
@@ -374,36 +528,88 @@ def _read_capped(response: requests.Response, policy: OutboundPolicy, deadline: 
             raise OutboundPolicyError(f"{too_big} (Content-Length: {declared})")
         try:
             # read1 returns what one socket read brings (iter_content would block until a whole
-            # chunk arrived, so a trickling server could outlive total_timeout), decompressed with
-            # a bounded output size, so a gzip bomb is capped on what it expands to.
+            # chunk arrived), decompressed with a bounded output size, so a gzip bomb is capped on
+            # what it expands to. A read that outlives the deadline is cut by its timer.
             while chunk := response.raw.read1(64 * 1024, decode_content=True):
                 body += chunk
                 if len(body) > policy.max_bytes:
                     raise OutboundPolicyError(too_big)
-                if time.monotonic() > deadline:
-                    raise OutboundPolicyError(
-                        f"refused {url!r}: took longer than total_timeout={policy.total_timeout}s "
-                        f"({setting('TOTAL_TIMEOUT')})"
-                    )
-        except urllib3.exceptions.ReadTimeoutError as exc:
-            raise OutboundPolicyError(
-                f"{url!r} timed out (read_timeout={policy.read_timeout}s; {setting('READ_TIMEOUT')})"
-            ) from exc
-        except urllib3.exceptions.HTTPError as exc:
+                if deadline.expired:
+                    raise _too_slow(url, policy)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if deadline.expired:
+                raise _too_slow(url, policy) from exc
+            if isinstance(exc, urllib3.exceptions.ReadTimeoutError):
+                raise OutboundPolicyError(
+                    f"{url!r} timed out (read_timeout={policy.read_timeout}s; {setting('READ_TIMEOUT')})"
+                ) from exc
             raise LoaderError(f"reading {url!r} failed: {exc}") from exc
+        if deadline.expired:  # the timer's shutdown looks like the end of the body: it is not
+            raise _too_slow(url, policy)
     return bytes(body)
 
 
-def _normalise_host(host: str, url: str) -> str:
-    host = host.split("%", 1)[0].rstrip(".").lower()  # zone ids and a trailing dot would dodge the lists
-    if not host:
-        raise OutboundPolicyError(f"refused {url!r}: no host")
-    if not host.isascii():
-        try:
-            host = host.encode("idna").decode("ascii")
-        except UnicodeError as exc:
-            raise OutboundPolicyError(f"refused {url!r}: invalid host name {host!r}") from exc
+# What a host name may not hold once percent-decoded (the WHATWG URL standard's forbidden code points).
+_FORBIDDEN_HOST_CHARACTERS = frozenset("\0\t\n\r #/:<>?@[\\]^|%")
+
+
+def _normalise_host(hostname: str, url: str) -> str:
+    """The host the way a browser reads it, so the lists and the address checks see the real target.
+
+    Percent-escapes are decoded (``%31%32%37.0.0.1`` is 127.0.0.1), IDNA applied (fullwidth digits
+    become ASCII ones), a trailing dot dropped, and a name that ends in a number is an IPv4 address
+    in any of its historic spellings (``2130706433``, ``0177.0.0.1``, ``0x7f.1``, ``127.1``), so it
+    is checked as one instead of going to the resolver.
+    """
+    if ":" in hostname:  # an IPv6 literal; a zone id ("%25eth0") names an interface, not a host
+        return hostname.split("%", 1)[0].lower()
+    invalid = f"refused {url!r}: invalid host name {hostname!r}"
+    try:
+        host = unquote(hostname, errors="strict").rstrip(".").lower()
+        if not host:
+            raise OutboundPolicyError(f"refused {url!r}: no host")
+        if not host.isascii():
+            host = host.encode("idna").decode("ascii").lower()
+    except UnicodeError as exc:
+        raise OutboundPolicyError(invalid) from exc
+    if _FORBIDDEN_HOST_CHARACTERS.intersection(host) or not host.strip("."):
+        raise OutboundPolicyError(invalid)
+    if _ends_in_number(host):
+        address = _legacy_ipv4(host)
+        if address is None:
+            raise OutboundPolicyError(f"{invalid}: it ends in a number but is not an IPv4 address")
+        return str(address)
     return host
+
+
+def _ends_in_number(host: str) -> bool:
+    last = host.rsplit(".", 1)[-1]
+    if last.isdigit():
+        return True
+    return last.startswith("0x") and all(c in "0123456789abcdef" for c in last[2:])
+
+
+def _legacy_ipv4(host: str) -> ipaddress.IPv4Address | None:
+    """``host`` read as inet_aton and browsers do: 1 to 4 parts, each decimal, 0x-hex or 0-octal."""
+    parts = host.split(".")
+    if len(parts) > 4:
+        return None
+    numbers = []
+    for part in parts:
+        if part.startswith("0x"):
+            base, digits = 16, part[2:]
+        elif part.startswith("0"):
+            base, digits = 8, part[1:]
+        else:
+            base, digits = 10, part
+        # Checked digit by digit: int() would also take "1_0", "+1" and Arabic-Indic digits.
+        if not part or not all(c in "0123456789abcdef"[:base] for c in digits):
+            return None
+        numbers.append(int(digits, base) if digits else 0)
+    *leading, last = numbers
+    if any(n > 255 for n in leading) or last >= 256 ** (5 - len(numbers)):
+        return None
+    return ipaddress.IPv4Address(last + sum(n << (8 * (3 - i)) for i, n in enumerate(leading)))
 
 
 def _match_host(host: str, patterns: Iterable[str]) -> str | None:
@@ -432,7 +638,7 @@ def _blocked_reason(ip: IPAddress, allowed: Iterable[Network]) -> str | None:
             reason = _blocked_reason(inner, allowed)
             if reason:
                 return f"{kind} address embedding {inner}, {reason}"
-        if embedded and embedded[0][0] in ("IPv4-mapped", "NAT64", "IPv4-compatible"):
+        if embedded and embedded[0][0] in ("IPv4-mapped", "IPv4-translated", "NAT64", "IPv4-compatible"):
             return None  # a pure translation of an address that passed: judge it by that address
     for network, rule in _BLOCKED_NETWORKS:
         if ip.version == network.version and ip in network:
@@ -446,7 +652,9 @@ def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[tuple[str, ipaddress.IPv4A
     """IPv4 addresses an IPv6 address carries, which a stack or gateway may connect to instead."""
     if ip.ipv4_mapped:
         return [("IPv4-mapped", ip.ipv4_mapped)]
-    if any(ip in network for network in _NAT64):
+    if ip in _IPV4_TRANSLATED:
+        return [("IPv4-translated", ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))]
+    if ip in _NAT64:
         return [("NAT64", ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))]
     if ip.sixtofour:
         return [("6to4", ip.sixtofour)]
