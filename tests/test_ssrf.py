@@ -700,6 +700,19 @@ def test_the_total_deadline_spans_redirect_hops(site: LoopbackServer) -> None:
     assert len(site.seen) < 5 and TOTAL_TIMEOUT in str(caught.value)
 
 
+def test_slow_dns_answer_is_held_to_the_total_deadline() -> None:
+    def slow_resolver(host: str, port: int) -> list[str]:
+        time.sleep(3)  # a hostile name server answers as late as the system resolver waits
+        return ["127.0.0.1"]
+
+    policy = OutboundPolicy(allowed_schemes=("http",), resolver=slow_resolver, total_timeout=DEADLINE)
+    started = time.monotonic()
+    with network_log() as log, pytest.raises(OutboundPolicyError, match="total_timeout") as caught:
+        guarded_fetch("http://slow-dns.test/", policy=policy)
+    assert time.monotonic() - started < LATE and log == []
+    assert TOTAL_TIMEOUT in str(caught.value)
+
+
 def test_load_web_reports_the_deadline(raw: Any) -> None:
     server = raw(SLOW_SERVERS["body"])
     with pytest.raises(OutboundPolicyError, match="total_timeout"):
@@ -739,6 +752,12 @@ def test_loopback_server_allowed_by_network_gives_its_content(site: LoopbackServ
         result = guarded_fetch(f"http://127.0.0.1:{site.port}/doc", policy=policy)
     assert (result.status, result.content) == (200, b"internal wiki page")
     assert connected_to(log) == ["127.0.0.1"]
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "[::]", "0"])
+def test_allowing_loopback_does_not_allow_the_unspecified_address(host: str) -> None:
+    # Connecting to 0.0.0.0 or :: reaches this machine's own services on Linux.
+    refused(f"http://{host}:8000/", local_policy(), names=ALLOW_NETWORKS)
 
 
 def test_allowing_one_loopback_address_does_not_allow_its_neighbour() -> None:

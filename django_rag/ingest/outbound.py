@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import ipaddress
+import queue
 import socket
 import threading
 import time
@@ -145,8 +146,11 @@ class OutboundPolicy:
             options[name] = import_string(value) if name == "resolver" and isinstance(value, str) else value
         return cls(**options)
 
-    def check(self, url: str) -> Destination:
-        """Check ``url`` (scheme, host, every resolved address) and say where to connect."""
+    def check(self, url: str, *, timeout: float | None = None) -> Destination:
+        """Check ``url`` (scheme, host, every resolved address) and say where to connect.
+
+        ``timeout`` bounds the DNS lookup (guarded_fetch passes what is left of total_timeout).
+        """
         try:
             parts = urlsplit(url)
             port = parts.port
@@ -179,7 +183,7 @@ class OutboundPolicy:
                 f"add it to {setting('HOST_ALLOWLIST')}"
             )
         literal = _parse_ip(host)
-        addresses = [str(literal)] if literal else self._resolve(host, port)
+        addresses = [str(literal)] if literal else self._resolve(host, port, url, timeout)
         for address in addresses:
             ip = _parse_ip(address)
             reason = f"not an IP address ({address!r})" if ip is None else _blocked_reason(ip, self.networks)
@@ -194,15 +198,34 @@ class OutboundPolicy:
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         return Destination(url, scheme, host, port, host_header, path, tuple(addresses), literal is not None)
 
-    def _resolve(self, host: str, port: int) -> list[str]:
+    def _resolve(self, host: str, port: int, url: str, timeout: float | None) -> list[str]:
         resolver = self.resolver or system_resolver
-        try:
-            addresses = list(dict.fromkeys(resolver(host, port)))
-        except OSError as exc:
-            raise LoaderError(f"could not resolve host {host!r}: {exc}") from exc
+        if timeout is None:
+            found = _lookup(resolver, host, port)
+        else:
+            # A lookup cannot be interrupted (a slow DNS server can hold getaddrinfo for tens of
+            # seconds): it runs in a daemon thread, left to finish alone if it outlives the deadline.
+            answers: queue.SimpleQueue[list[str] | Exception] = queue.SimpleQueue()
+            threading.Thread(target=lambda: answers.put(_lookup(resolver, host, port)), daemon=True).start()
+            try:
+                found = answers.get(timeout=max(timeout, 0.0))
+            except queue.Empty:
+                raise _too_slow(url, self) from None
+        if isinstance(found, OSError):
+            raise LoaderError(f"could not resolve host {host!r}: {found}") from found
+        if isinstance(found, Exception):
+            raise found
+        addresses = list(dict.fromkeys(found))
         if not addresses:
             raise LoaderError(f"host {host!r} resolved to no address")
         return addresses
+
+
+def _lookup(resolver: Resolver, host: str, port: int) -> list[str] | Exception:
+    try:
+        return [str(address) for address in resolver(host, port)]
+    except Exception as exc:  # handed to the caller, which may be another thread
+        return exc
 
 
 @dataclass(frozen=True)
@@ -410,7 +433,7 @@ def _fetch(
         session.mount("https://", adapter)
         current = url
         while True:
-            destination = policy.check(current)
+            destination = policy.check(current, timeout=deadline.remaining())
             if previous == "https" and destination.scheme == "http" and not policy.allow_downgrade:
                 raise OutboundPolicyError(
                     f"refused {url!r}: a redirect from https to plain http ({current}); "
