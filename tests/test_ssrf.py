@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from django_rag.exceptions import OutboundPolicyError
+from django_rag.exceptions import LoaderError, OutboundPolicyError
 from django_rag.ingest.loaders import load_web
 from django_rag.ingest.outbound import OutboundPolicy, guarded_fetch
 from django_rag.models import Document
@@ -619,6 +619,15 @@ def test_compression_bomb_is_cut_at_max_bytes_without_expanding_in_memory(
         tracemalloc.stop()
     assert MAX_BYTES in str(caught.value)
     assert peak < 8_000_000  # decoded a bounded piece at a time, not the whole bomb
+
+
+def test_long_chain_of_content_encodings_is_a_loader_error(site: LoopbackServer) -> None:
+    body = b"hello"
+    for _ in range(10):
+        body = gzip.compress(body)
+    site.routes["/"] = reply(body, headers={"Content-Encoding": ", ".join(["gzip"] * 10)})
+    with pytest.raises(LoaderError, match="Too many content encodings"):
+        guarded_fetch(local(site.port), policy=local_policy())
 
 
 def test_load_web_refuses_a_gzip_bomb_with_the_policy_error(site: LoopbackServer) -> None:
