@@ -16,6 +16,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
+import re
 import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -123,8 +124,13 @@ class SourcesProgress(IndexProgress):
         pass
 
 
+# Any "scheme://", not only http(s): "file:///etc/passwd", "gopher://..." or "HTTP://..." are URLs
+# that the outbound policy judges (and refuses, naming the setting), never local paths by accident.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
 def _is_url(source: str) -> bool:
-    return source.startswith(("http://", "https://"))
+    return _URL.match(source) is not None
 
 
 def count_sources(sources: Iterable[str], options: IngestOptions) -> int:
@@ -147,7 +153,7 @@ def load_source(
     policy: Any = None,
     password: str | None = None,
 ) -> SourceOutcome:
-    """Load one file path or http(s) URL; never raises for bad content, reports it instead."""
+    """Load one file path or URL; never raises for bad content, reports it instead."""
     label = str(source)
     if isinstance(source, str) and _is_url(source):
         sid = source_id or source
