@@ -10,6 +10,7 @@ the database's connections (``pg_stat_activity``) while the clients run.
 from __future__ import annotations
 
 import http.client
+import json
 import math
 import threading
 import time
@@ -17,12 +18,14 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
+from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
 from django.db import connection, connections
 
-__all__ = ["Call", "LoadResult", "count_connections", "percentile", "run_load", "serve"]
+__all__ = ["Call", "LoadResult", "count_connections", "endpoint_calls", "percentile", "run_load", "serve"]
 
 HOST = "127.0.0.1"  # loopback only: the load never leaves the machine
 
@@ -61,6 +64,45 @@ class Call:
     body: bytes | None = None
     headers: dict[str, str] = field(default_factory=dict)
     check: Callable[[bytes], str | None] | None = None  # an error description, or None when fine
+
+
+def endpoint_calls(question: str, session: str, *, mine: str, theirs: str) -> list[Call]:
+    """One question on the search page, the search JSON endpoint and the ask JSON endpoint.
+
+    ``session`` is the caller's session cookie; every title the caller may see starts with
+    ``mine`` and every title of another scope with ``theirs``: a response with no result, or
+    with a title of another scope, is an error.
+    """
+    headers = {"Cookie": f"{settings.SESSION_COOKIE_NAME}={session}"}
+    query = urlencode({"q": question})
+
+    def titles_in_scope(titles: list[str]) -> str | None:
+        if not titles:
+            return "no result"
+        strangers = [title for title in titles if not title.startswith(mine)]
+        return f"outside the scope: {strangers}" if strangers else None
+
+    def page(body: bytes) -> str | None:
+        text = body.decode()
+        if mine not in text:
+            return "no result on the page"
+        return "another scope's document on the page" if theirs in text else None
+
+    def search(body: bytes) -> str | None:
+        return titles_in_scope([hit["title"] for hit in json.loads(body)["results"]])
+
+    def ask(body: bytes) -> str | None:
+        data = json.loads(body)
+        if not data["answer"] or not set(data["citations"]) <= set(range(1, len(data["sources"]) + 1)):
+            return f"bad answer {data['answer']!r} citing {data['citations']}"
+        return titles_in_scope([source["title"] for source in data["sources"]])
+
+    form = {**headers, "Content-Type": "application/x-www-form-urlencoded"}
+    return [
+        Call("search page", "GET", f"/kb/?{query}", headers=headers, check=page),
+        Call("search JSON", "GET", f"/kb/api/search/?{query}", headers=headers, check=search),
+        Call("ask JSON", "POST", "/kb/api/ask/", body=query.encode(), headers=form, check=ask),
+    ]
 
 
 @dataclass

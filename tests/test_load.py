@@ -10,12 +10,10 @@ bench/load.py; the figures and what they guarantee are in docs/security/load.md.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlencode
 
 import pytest
 from django.conf import settings as django_settings
@@ -26,7 +24,7 @@ import django_rag as rag
 from django_rag.answer.chat import ChatStream, get_chat
 from django_rag.embedders.base import get_embedder
 from django_rag.embedders.hashing import HashingEmbedder
-from tests.load_support import Call, run_load, serve
+from tests.load_support import Call, endpoint_calls, run_load, serve
 
 pytest_plugins = ["tests.conftest_web"]
 
@@ -53,65 +51,12 @@ def _documents(tenant: str) -> list[rag.RagDocument]:
     ]
 
 
-def _in_scope(tenant: str, titles: Callable[[Any], list[str]]) -> Callable[[bytes], str | None]:
-    def check(body: bytes) -> str | None:
-        found = titles(json.loads(body))
-        strangers = [title for title in found if not title.startswith(f"{tenant} doc")]
-        if not found:
-            return "no result"
-        return f"outside the scope: {strangers}" if strangers else None
-
-    return check
-
-
-def _page_in_scope(tenant: str) -> Callable[[bytes], str | None]:
+def _plan(client: int, session: str, tenant: str) -> list[Call]:
     other = next(t for t in TENANTS.values() if t != tenant)
-
-    def check(body: bytes) -> str | None:
-        page = body.decode()
-        if f"{tenant} doc" not in page:
-            return "no result on the page"
-        return f"{other}'s document on the page" if f"{other} doc" in page else None
-
-    return check
-
-
-def _ask_check(tenant: str) -> Callable[[bytes], str | None]:
-    sources = _in_scope(tenant, lambda data: [source["title"] for source in data["sources"]])
-
-    def check(body: bytes) -> str | None:
-        data = json.loads(body)
-        if not data["answer"] or not set(data["citations"]) <= set(range(1, len(data["sources"]) + 1)):
-            return f"bad answer {data['answer']!r} citing {data['citations']}"
-        return sources(body)
-
-    return check
-
-
-def _plan(client: int, cookie: str, tenant: str) -> list[Call]:
-    headers = {"Cookie": f"{django_settings.SESSION_COOKIE_NAME}={cookie}"}
     calls = []
     for round_ in range(ROUNDS):
         question = QUESTIONS[(client + round_) % len(QUESTIONS)]
-        query = urlencode({"q": question})
-        calls += [
-            Call("search page", "GET", f"/kb/?{query}", headers=headers, check=_page_in_scope(tenant)),
-            Call(
-                "search JSON",
-                "GET",
-                f"/kb/api/search/?{query}",
-                headers=headers,
-                check=_in_scope(tenant, lambda data: [hit["title"] for hit in data["results"]]),
-            ),
-            Call(
-                "ask JSON",
-                "POST",
-                "/kb/api/ask/",
-                body=urlencode({"q": question}).encode(),
-                headers={**headers, "Content-Type": "application/x-www-form-urlencoded"},
-                check=_ask_check(tenant),
-            ),
-        ]
+        calls += endpoint_calls(question, session, mine=f"{tenant} doc", theirs=f"{other} doc")
     return calls
 
 
