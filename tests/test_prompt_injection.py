@@ -73,7 +73,7 @@ PAYLOADS = {
 }
 # What no message may hold outside our own structure: chat-template tokens and delimiter lookalikes.
 CONTROL = re.compile(
-    r"<\|[^|]*\|>|<｜[^｜]*｜>|\[/?INST\]|<</?SYS>>|</?s>|<(?:start|end)_of_turn>|[<＜]\s*[/／]?\s*(?:context|question)\b",
+    r"[<＜][|｜][^|｜<>＜＞‹›\n]{0,64}[|｜][>＞]|\[/?INST\]|<</?SYS>>|</?s>|<(?:start|end)_of_turn>|[<＜]\s*[/／]?\s*(?:context|question)\b",
     re.IGNORECASE,
 )
 
@@ -167,34 +167,15 @@ def test_neutralising_keeps_the_words_and_is_idempotent() -> None:
     assert neutralise(once) == once
 
 
+# Pieces of delimiters, tokens and markers, their lookalikes and our replacements, to be shuffled.
+FRAGMENTS = [
+    *("<", ">", "/", "|", "[", "]", "＜", "＞", "／", "｜", "‹", "›", " ", "\n", ",", ";", "<<", ">>"),
+    *("context", "question", "im_start", "INST", "SYS", "<<SYS>>", "start_of_turn", "s", "x", "1", "2", "9"),
+]
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    st.lists(
-        st.sampled_from(
-            [
-                "<",
-                ">",
-                "/",
-                " ",
-                "context",
-                "question",
-                "|",
-                "im_start",
-                "[",
-                "]",
-                "2",
-                ",",
-                "INST",
-                "<<SYS>>",
-                "＜",
-                "＞",
-                "s",
-                "x",
-            ]
-        ),
-        max_size=30,
-    ).map("".join)
-)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join))
 def test_no_delimiter_token_or_citation_survives_neutralising(text: str) -> None:
     neutral = neutralise(text)
     assert CONTROL.search(neutral) is None
