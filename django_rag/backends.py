@@ -44,12 +44,13 @@ class one_per_process(Generic[T]):  # lower case: a decorator, like functools.ca
 
     The first requests of a fresh process often arrive together; with a bare cache each would
     build its own backend (its own HTTP client, its own copy of a model) and all but one would
-    be thrown away. Calls wait for the one build in progress instead.
+    be thrown away. Calls wait for the one build in progress instead. The lock is re-entrant: a
+    build may ask for another value of the same cache (an embedder wrapping another one).
     """
 
     def __init__(self, function: Callable[..., T]) -> None:
         self._cached = functools.cache(function)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         functools.update_wrapper(self, function)
 
     def __call__(self, *args: Hashable) -> T:

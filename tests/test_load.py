@@ -22,6 +22,7 @@ from django.test import Client
 
 import django_rag as rag
 from django_rag.answer.chat import ChatStream, get_chat
+from django_rag.backends import one_per_process
 from django_rag.embedders.base import get_embedder
 from django_rag.embedders.hashing import HashingEmbedder
 from tests.load_support import Call, endpoint_calls, run_load, serve
@@ -162,3 +163,16 @@ def test_concurrent_first_searches_build_one_embedder(settings) -> None:
     identities = _at_once(lambda: get_embedder("slow"))
 
     assert len(identities) == 1 and SlowEmbedder.built == 1
+
+
+def test_a_build_may_ask_its_own_cache_for_another_value() -> None:
+    @one_per_process
+    def depth(n: int) -> int:
+        return 0 if n == 0 else depth(n - 1) + 1
+
+    results: list[int] = []
+    worker = threading.Thread(target=lambda: results.append(depth(3)), daemon=True)
+    worker.start()
+    worker.join(5)
+
+    assert results == [3]  # a plain lock would hang here
