@@ -12,7 +12,7 @@ import os
 from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..backends import load_backend
+from ..backends import load_backend, one_per_process
 from ..conf import on_rag_change, rag_settings
 from ..exceptions import ChatError, ConfigurationError
 from ..retry import RetryPolicy, call_openai, openai_error_message
@@ -230,7 +230,7 @@ def load_chat(config: dict[str, Any]) -> ChatBackend:
     return chat
 
 
-@functools.cache
+@one_per_process
 def _cached_chat() -> ChatBackend:
     chat: ChatBackend = load_chat(rag_settings.CHAT)
     return chat

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ..backends import load_backend
+from ..backends import load_backend, one_per_process
 from ..conf import on_rag_change, rag_settings
 from ..exceptions import ConfigurationError
 
@@ -102,7 +101,7 @@ def load_embedder(config: dict[str, Any]) -> Embedder:
     return embedder
 
 
-@functools.cache
+@one_per_process
 def _cached_embedder(alias: str) -> Embedder:
     embedders = rag_settings.EMBEDDERS
     if alias not in embedders:

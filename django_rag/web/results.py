@@ -12,12 +12,10 @@ from django.urls import reverse
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from ..answer.prompts import CITATION
 from ..types import Hit
 
 __all__ = ["Facets", "Result", "facets", "filter_hits", "render_answer", "result_for", "source_url"]
-
-# [1], [1][2], [1, 2] and [1; 2], as django_rag.answer.prompts reads citations.
-_CITATION = re.compile(r"\[\s*(\d{1,4}(?:\s*[,;]\s*\d{1,4})*)\s*\]")
 
 
 def source_url(document_id: int, page: int | None) -> str:
@@ -134,7 +132,7 @@ def render_answer(text: str, results: Sequence[Result]) -> SafeString:
         return "".join(parts)
 
     # Escape first, then link: the pattern survives escaping (digits, brackets, commas).
-    html = _CITATION.sub(link, str(escape(text)))
+    html = CITATION.sub(link, str(escape(text)))
     paragraphs = [p.strip() for p in html.split("\n\n") if p.strip()]
     # Every piece of text was escaped above; only our own <a> and <p> tags are markup.
     return mark_safe("".join(f"<p>{p}</p>" for p in paragraphs))
