@@ -150,6 +150,11 @@ def markers_in(text: str) -> set[str]:
     return {doc.marker for doc in CORPUS if doc.marker in text}
 
 
+def maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """None (no restriction) half of the time, so that scopes with several keys still hold documents."""
+    return st.one_of(st.none(), strategy)
+
+
 tenants = st.sampled_from((*TENANTS, "initech"))
 tag_lists = st.lists(st.sampled_from((*TAGS, "nobody")), max_size=3, unique=True).map(tuple)
 filters = st.fixed_dictionaries(
@@ -161,11 +166,22 @@ filters = st.fixed_dictionaries(
 )
 search_scopes = st.builds(
     SearchScope,
-    tenant=st.none() | tenants,
-    tags=st.none() | tag_lists,
-    filters=st.none() | filters,
-    source_prefix=st.none() | st.sampled_from(PREFIXES),
+    tenant=maybe(tenants),
+    tags=maybe(tag_lists),
+    filters=st.one_of(st.none(), st.none(), filters),
+    source_prefix=st.one_of(st.none(), st.none(), st.sampled_from(PREFIXES)),
 )
 queries = st.lists(
     st.sampled_from(VOCAB) | st.sampled_from([doc.marker for doc in CORPUS]), min_size=1, max_size=3
 )
+
+
+@dataclass
+class Corpus:
+    kb: rag.KnowledgeBase
+    document_ids: dict[int, int]  # doc number -> Document pk
+    chunk_ids: dict[int, int]  # doc number -> Chunk pk
+    by_chunk: dict[int, Doc]
+
+    def chunks(self, docs: Sequence[Doc]) -> set[int]:
+        return {self.chunk_ids[doc.number] for doc in docs}
