@@ -15,10 +15,8 @@ from io import StringIO
 from typing import Any
 
 import pytest
-from django.conf import settings as django_settings
 from django.core.management import call_command
 from django.db.models import Q
-from django.test import override_settings
 from hypothesis import event, given
 from hypothesis import strategies as st
 
@@ -299,6 +297,13 @@ def test_orm_searches_composed_with_any_filter_stay_in_the_scope(
 COMMAND_EXAMPLES = 10
 
 
+@pytest.fixture
+def chat_settings(settings: Any, chat_server: OpenAICompatibleServer) -> None:
+    """RAG["CHAT"] on the loopback server, for the whole test (one openai client for its examples)."""
+    chat = {"BACKEND": "django_rag.answer.chat.OpenAIChat", "BASE_URL": chat_server.base_url, "API_KEY": "t"}
+    settings.RAG = {**settings.RAG, "CHAT": {**chat, "MAX_RETRIES": 0}}
+
+
 def command_args(scope: SearchScope) -> list[str]:
     args = []
     if scope.tenant is not None:
@@ -322,7 +327,12 @@ command_scopes = st.builds(
 @prop(COMMAND_EXAMPLES)
 @given(scope=command_scopes, words=queries, mode=st.sampled_from(["vector", "text", "hybrid"]))
 def test_rag_search_and_rag_ask_print_only_the_scopes_documents(
-    corpus: Corpus, chat_server: OpenAICompatibleServer, scope: SearchScope, words: list[str], mode: str
+    corpus: Corpus,
+    chat_settings: None,
+    chat_server: OpenAICompatibleServer,
+    scope: SearchScope,
+    words: list[str],
+    mode: str,
 ) -> None:
     query = " ".join(words)
     allowed = expected_for(mode, visible(scope.allows), words)
@@ -336,12 +346,10 @@ def test_rag_search_and_rag_ask_print_only_the_scopes_documents(
     assert sorted(hit["content"] for hit in printed) == sorted(doc.text for doc in allowed)
     assert not markers_in(out.getvalue()) & forbidden
 
-    chat = {"BACKEND": "django_rag.answer.chat.OpenAIChat", "BASE_URL": chat_server.base_url, "API_KEY": "t"}
-    with override_settings(RAG={**django_settings.RAG, "CHAT": {**chat, "MAX_RETRIES": 0}}):
-        chat_server.reset()
-        out = StringIO()
-        ask_args = [query, "--collection", NAME, "--mode", mode, "--json", *command_args(scope)]
-        call_command("rag_ask", *ask_args, stdout=out)
+    chat_server.reset()
+    out = StringIO()
+    ask_args = [query, "--collection", NAME, "--mode", mode, "--json", *command_args(scope)]
+    call_command("rag_ask", *ask_args, stdout=out)
     answer = json.loads(out.getvalue())
     sent = json.dumps([request.body for request in chat_server.requests])
     assert not markers_in(sent) & forbidden and not markers_in(out.getvalue()) & forbidden

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import django_rag as rag
 from django_rag.exceptions import QueryError
+from django_rag.ingest.pipeline import reembed
 from django_rag.models import Chunk, Document
 from tests.isolation_corpus import CORPUS, PREFIXES, index_corpus, prefix_matches, prop
 from tests.mediaapp.models import Note
@@ -273,3 +274,26 @@ def test_bm25_scores_of_a_tenant_move_with_another_tenants_documents_unless_coll
     before = score(own)
     rag.collection("kb-globex", create=True, text_config="english").index(globex_docs, tenant="globex")
     assert score(own) == before == alone
+
+
+def test_reembedding_into_a_new_space_reuses_vectors_within_each_tenant_only(settings: Any) -> None:
+    kb = rag.collection("docs")
+    for tenant in ("acme", "globex"):
+        kb.index(
+            [rag.RagDocument("a", "The same words."), rag.RagDocument("b", "The same words.")], tenant=tenant
+        )
+    small = {"BACKEND": "django_rag.embedders.hashing.HashingEmbedder", "DIMENSIONS": 32}
+    settings.RAG = {
+        **settings.RAG,
+        "EMBEDDERS": {**settings.RAG["EMBEDDERS"], "small": small},
+        "COLLECTIONS": {
+            **settings.RAG["COLLECTIONS"],
+            "docs": {"TEXT_CONFIG": "english", "EMBEDDER": "small"},
+        },
+    }
+    result = reembed(rag.collection("docs"))
+    assert result.embedded == 2  # one text, embedded once per tenant that holds it
+    assert set(Chunk.objects.values_list("tenant", "space")) == {
+        ("acme", "hashing:32"),
+        ("globex", "hashing:32"),
+    }
