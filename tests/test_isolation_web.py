@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission, User
 from django.core.cache import caches
 from django.http import HttpRequest
 from django.test import Client
@@ -244,3 +245,28 @@ def test_the_source_view_opens_only_the_scopes_documents(
         else:
             assert response.status_code == 404
             assert not markers_in(page)
+
+
+@pytest.mark.parametrize(
+    "scope",
+    [
+        WebScope(tenant=None, tags=(), collections=None),  # "allows nothing": an empty tag list
+        WebScope(tenant="ACME", tags=None, collections=None),
+        WebScope(tenant=None, tags=("public",), collections=(NAME,)),
+    ],
+    ids=["no-tags", "tenant", "tag"],
+)
+def test_the_admin_retrieval_test_shows_staff_only_their_scope(
+    client: Client, corpus: Corpus, scope: WebScope
+) -> None:
+    use_scope(scope)
+    staff = User.objects.create_user("isolation-staff", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="view_collection"))
+    admin = Client()
+    admin.force_login(staff)
+    params = {"q": "backup vault snapshot", "mode": "hybrid", "k": 50, "candidates": 50, "tenant": "globex"}
+    params |= {"vector_weight": 1, "text_weight": 1, "rrf_k": 60}
+    response = admin.get(f"/admin/django_rag/collection/{corpus.kb.pk}/retrieval-test/", params)
+    assert response.status_code == 200
+    shown = markers_in(html.unescape(response.content.decode()))
+    assert shown == {doc.marker for doc in visible(scope.allows)}
