@@ -297,3 +297,24 @@ def test_reembedding_into_a_new_space_reuses_vectors_within_each_tenant_only(set
         ("acme", "hashing:32"),
         ("globex", "hashing:32"),
     }
+
+
+def test_a_row_moved_to_another_tenant_whose_ingestion_fails_is_still_gone_for_the_old_one(
+    committed: Any, registry: Any
+) -> None:
+    def text(note: Note) -> str:
+        if note.tenant == "globex":
+            raise RuntimeError("the text service is down")
+        return f"{note.title}\n\n{note.body}"
+
+    registry.unregister(Note)
+    registry.register(Note, collection="notes", text=text, tenant="tenant")
+    notes = rag.collection("notes")
+    with committed():  # ingested inline (RAG["ASYNC"] False): no job queue in between
+        note = Note.objects.create(title="Memo", body=SECRET, tenant="acme")
+    assert notes.search("bluebird merger", k=3, tenant="acme")
+    with committed():
+        note.tenant = "globex"
+        note.save()
+    assert Document.objects.get(source_id=f"mediaapp.note:{note.pk}").status == Document.Status.FAILED
+    assert notes.search("bluebird merger", k=3, tenant="acme") == []
