@@ -98,7 +98,27 @@ SEARCH_PATHS: list[tuple[str, dict[str, Any]]] = [
     ("text+rerank", {"mode": "text", "rerank": by_length}),
     ("vector+mmr", {"mode": "vector", "mmr": True}),
     ("hybrid+rerank+mmr", {"mode": "hybrid", "rerank": by_length, "mmr": True}),
+    ("text+websearch", {"mode": "text", "syntax": "websearch"}),
+    ("text+phrase", {"mode": "text", "syntax": "phrase"}),
+    ("hybrid+phrase", {"mode": "hybrid", "syntax": "phrase"}),
 ]
+
+
+def expected_for_syntax(options: dict[str, Any], allowed: list[Doc], words: list[str]) -> list[Doc]:
+    """websearch ANDs plain words; phrase wants them next to each other, in order."""
+    syntax = options.get("syntax", "plain")
+    if options["mode"] != "text" or syntax == "plain":
+        return expected_for(options["mode"], allowed, words)
+    if syntax == "websearch":
+        return [doc for doc in allowed if set(words) <= {doc.marker, *doc.words}]
+    tokens, n = [doc.text.split() for doc in allowed], len(words)
+    return [
+        doc
+        for doc, held in zip(allowed, tokens, strict=True)
+        if any(held[i : i + n] == words for i in range(len(held) - n + 1))
+    ]
+
+
 SEARCH_EXAMPLES = 40
 
 
@@ -110,7 +130,7 @@ def test_kb_search_returns_exactly_the_scopes_chunks_in_every_mode(
     allowed = visible(scope.allows)
     for path, options in SEARCH_PATHS:
         hits = corpus.kb.search(" ".join(words), k=k, **options, **scope.kwargs())
-        check_hits(corpus, hits, expected_for(options["mode"], allowed, words), k, path)
+        check_hits(corpus, hits, expected_for_syntax(options, allowed, words), k, path)
 
 
 def test_an_empty_tag_list_allows_nothing(corpus: Corpus) -> None:

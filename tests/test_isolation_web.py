@@ -137,6 +137,7 @@ SEARCH_EXAMPLES = 20
     mode=modes,
     tag=st.one_of(st.none(), st.none(), st.sampled_from(["public", "internal", "hr", "Public"])),
     extra=widening,
+    collection=st.sampled_from([NAME, NAME, NAME, "docs"]),  # docs: declared, but not offered
 )
 def test_search_page_and_json_show_only_the_scopes_documents_and_facets(
     client: Client,
@@ -146,17 +147,18 @@ def test_search_page_and_json_show_only_the_scopes_documents_and_facets(
     mode: str,
     tag: str | None,
     extra: dict[str, str],
+    collection: str,
 ) -> None:
     use_scope(scope)
     expected = expected_docs(scope, mode, words)
     shown = [doc for doc in expected if tag is None or tag in doc.tags]
-    params = {"q": " ".join(words), "collection": NAME, "mode": mode, "k": "50", **extra}
+    params = {"q": " ".join(words), "collection": collection, "mode": mode, "k": "50", **extra}
     if tag is not None:
         params["tag"] = tag
 
     event(f"search: {'some' if shown else 'no'} documents in scope")
     response = client.get("/kb/api/search/", params)
-    if not scope.reaches_collection:
+    if not scope.reaches_collection or collection != NAME:
         assert response.status_code == 404
         assert not markers_in(response.content.decode())
         return
