@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection, transaction
 from hypothesis import event, given
 from hypothesis import strategies as st
@@ -318,3 +318,15 @@ def test_a_row_moved_to_another_tenant_whose_ingestion_fails_is_still_gone_for_t
         note.save()
     assert Document.objects.get(source_id=f"mediaapp.note:{note.pk}").status == Document.Status.FAILED
     assert notes.search("bluebird merger", k=3, tenant="acme") == []
+
+
+def test_rag_ingest_fails_a_file_named_like_a_registered_row_alone_and_writes_nothing_under_its_id(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a.txt").write_text("An ordinary file.")
+    (tmp_path / "mediaapp.upload:7.txt").write_text("A file whose name is a registered row's id.")
+    with pytest.raises(
+        CommandError, match=r"1 source\(s\) failed: mediaapp.upload:7.txt: source id .* is reserved"
+    ):
+        call_command("rag_ingest", str(tmp_path), "--tenant", "globex", "--root", str(tmp_path), verbosity=0)
+    assert list(Document.objects.values_list("tenant", "source_id")) == [("globex", "a.txt")]
