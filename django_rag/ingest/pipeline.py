@@ -22,6 +22,7 @@ from ..models import Collection
 from ..stores import DocumentInfo, VectorStore, get_store
 from ..types import ChunkData, RagDocument, SyncResult
 from .chunking import chunk_document
+from .registration import registrations
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -32,6 +33,7 @@ __all__ = [
     "embed_missing",
     "index_documents",
     "reembed",
+    "reserved_prefixes",
 ]
 
 DEFAULT_BATCH_SIZE = 64  # documents per embedding round
@@ -92,6 +94,7 @@ def index_documents(
         raise QueryError(f"tenant must be a string, got {type(tenant).__name__}")
     if isinstance(tags, str) or not all(isinstance(tag, str) for tag in tags):
         raise QueryError("tags must be a list of strings")
+    reserved = () if owner is not None else reserved_prefixes(collection)
     embedder = collection.get_embedder()
     store = get_store(using or collection.using)
     report = progress or IndexProgress()
@@ -104,6 +107,12 @@ def index_documents(
         for doc in iterator:
             if not isinstance(doc, RagDocument):
                 raise QueryError(f"index() takes RagDocument objects, got {type(doc).__name__}")
+            if reserved and doc.source_id.startswith(reserved):
+                raise QueryError(
+                    f"source id {doc.source_id!r} is reserved for the rows of a model registered "
+                    f"with django_rag.register() in collection {collection.name!r} "
+                    "(ids '<app_label.model>:<pk>'); index it under another source id"
+                )
             chunks = _chunks(doc, options)
             if chunks:
                 prepared.append((document_info(doc, tags=tags, tenant=tenant, owner=owner), chunks))
@@ -124,6 +133,16 @@ def index_documents(
         report.written(written)
         result += written
     return result
+
+
+def reserved_prefixes(collection: Collection) -> tuple[str, ...]:
+    """Source-id prefixes of the models registered in ``collection``: only their rows' ingestion writes them.
+
+    A row's ingestion deletes and moves the documents under its source id in every tenant (its
+    earlier versions, in the tenant it left). Were any other writer free to use such an id, a
+    tenant's own document could be deleted, or moved into another tenant, by a row it does not own.
+    """
+    return tuple(f"{r.label}:" for r in registrations() if r.collection == collection.name)
 
 
 def _chunks(doc: RagDocument, options: dict[str, Any]) -> list[ChunkData]:

@@ -69,7 +69,8 @@ def search(
 ) -> list[Hit]:
     """The ``k`` best chunks of ``collection`` for ``query``, best first.
 
-    ``tenant`` is an exact scope (search never crosses it), ``tags`` match on overlap,
+    ``tenant`` is an exact scope (search never crosses it), ``tags`` match on overlap (an
+    empty list matches nothing, as ``tags__overlap=[]`` does in the ORM),
     ``filters`` on metadata equality, ``source_prefix`` on whole source-id segments.
     ``min_score`` is a floor on cosine similarity in vector and hybrid mode (applied to the
     vector leg) and on the BM25 score in text mode. ``syntax`` (text and hybrid): ``"plain"``

@@ -279,7 +279,7 @@ class MemoryStore:
 def _in_scope(doc: DocumentInfo, scope: QueryScope) -> bool:
     if scope.tenant is not None and doc.tenant != scope.tenant:
         return False
-    if scope.tags and not set(scope.tags) & set(doc.tags):
+    if scope.tags is not None and not set(scope.tags) & set(doc.tags):
         return False
     return not (scope.source_prefix and not prefix_matches(doc.source_id, scope.source_prefix))
 

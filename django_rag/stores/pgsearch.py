@@ -64,7 +64,8 @@ def _filters(scope: QueryScope, params: dict[str, Any]) -> str:
     if scope.tenant is not None:
         params["tenant"] = scope.tenant
         sql += " AND c.tenant = %(tenant)s"
-    if scope.tags:
+    # An empty list overlaps no tag: it matches nothing (a user allowed no tag sees nothing).
+    if scope.tags is not None:
         params["tags"] = list(scope.tags)
         sql += " AND c.tags && %(tags)s::varchar[]"
     if scope.filters:
@@ -256,7 +257,7 @@ def _prepare(request: SearchRequest) -> bool | None:
     scope = request.scope
     return (
         scope.tenant is None
-        and not scope.tags
+        and scope.tags is None
         and not scope.filters
         and not scope.source_prefix
         and scope.min_score is None
