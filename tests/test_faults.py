@@ -1,0 +1,299 @@
+"""Faults during a sync: what survives a database error, a killed connection, a failing embedder,
+concurrent writers and a read-only or full database (docs/security/faults.md).
+
+Every fault is real: PostgreSQL raises from a trigger or a constraint, another connection
+terminates the writer's backend, the real ``openai`` client talks to a loopback server that
+answers 500, 429 and 503, eight threads write one document at once. The full disk is the one
+stand-in: a trigger raises the server's own SQLSTATE for it (53100), as PostgreSQL does when a
+write meets ENOSPC. A worker killed mid-task is in tests/test_celery_worker.py
+(``test_a_worker_killed_mid_ingestion_is_redelivered_and_leaves_one_copy``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.db import connection, connections
+
+import django_rag as rag
+from django_rag.embedders.hashing import HashingEmbedder
+from django_rag.exceptions import EmbedderError
+from django_rag.ingest.chunking import chunk_document
+from django_rag.ingest.pipeline import IndexProgress, chunking_options, index_documents
+from django_rag.ingest.rows import document_for, ingest_instance
+from django_rag.models import Chunk, Document
+from django_rag.testing import OpenAICompatibleServer
+from django_rag.types import ChunkData, SyncResult
+from tests.mediaapp.models import Note
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def version(label: str, paragraphs: int) -> str:
+    """A document text of one chunk per paragraph (in "notes"), every chunk naming ``label``."""
+    words = " ".join(f"{label.lower()}word{n}" for n in range(20))
+    return "\n\n".join(f"Version {label} paragraph {i} says {words}." for i in range(paragraphs))
+
+
+OLD = version("OLD", 6)
+NEW = version("NEW", 9)
+
+
+def chunks_of(text: str) -> list[ChunkData]:
+    """The chunks a from-scratch sync of ``text`` into "notes" makes."""
+    kb = rag.collection("notes")
+    return chunk_document(rag.RagDocument("x", text), **chunking_options(kb, kb.get_embedder()))
+
+
+def index(text: str, source_id: str = "handbook") -> SyncResult:
+    return rag.collection("notes").index([rag.RagDocument(source_id, text)])
+
+
+def ingest(folder: Path) -> None:
+    call_command(
+        "rag_ingest",
+        str(folder),
+        collection="notes",
+        root=str(folder),
+        stdout=io.StringIO(),
+        stderr=io.StringIO(),
+        verbosity=0,
+    )
+
+
+def execute(sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall() if cursor.description else []
+
+
+def state(collection: str = "notes") -> dict[str, Any]:
+    """Everything a sync writes for a collection: documents, chunks with their vectors, text statistics."""
+    kb = rag.collection(collection)
+    return {
+        "documents": sorted(
+            Document.objects.filter(collection=kb).values_list(
+                "tenant", "source_id", "status", "error", "content_hash", "updated_at"
+            )
+        ),
+        "chunks": sorted(
+            (c.pk, c.document_id, c.index, c.content, c.content_hash, c.space, list(c.embedding))
+            for c in Chunk.objects.filter(collection=kb)
+        ),
+        "postings": execute(
+            "SELECT chunk_id, term, tf, dl FROM django_rag_posting WHERE collection_id = %s ORDER BY 1, 2",
+            [kb.pk],
+        ),
+        "textstats": execute(
+            "SELECT space, sum(chunks), sum(length) FROM django_rag_textstats WHERE collection_id = %s "
+            "GROUP BY space ORDER BY space",
+            [kb.pk],
+        ),
+        "termstats": execute(
+            "SELECT space, term, sum(df) FROM django_rag_termstats WHERE collection_id = %s "
+            "GROUP BY space, term HAVING sum(df) <> 0 ORDER BY 1, 2",
+            [kb.pk],
+        ),
+    }
+
+
+_TERMS = """
+    SELECT c.id, c.space, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf
+    FROM django_rag_chunk AS c CROSS JOIN LATERAL unnest(c.search_vector) AS u
+    WHERE c.collection_id = %s AND c.search_vector IS NOT NULL
+"""
+
+
+def assert_statistics_match_a_recount(collection: str = "notes") -> None:
+    """The postings and statistics kept by the triggers equal a from-scratch count over the chunks."""
+    kb = rag.collection(collection)
+    recount = {
+        "postings": execute(
+            f"SELECT id, lexeme, tf, sum(tf) OVER (PARTITION BY id) FROM ({_TERMS}) AS t ORDER BY 1, 2",
+            [kb.pk],
+        ),
+        "textstats": execute(
+            f"SELECT space, count(DISTINCT id), sum(tf) FROM ({_TERMS}) AS t GROUP BY space ORDER BY 1",
+            [kb.pk],
+        ),
+        "termstats": execute(
+            f"SELECT space, lexeme, count(*) FROM ({_TERMS}) AS t GROUP BY space, lexeme ORDER BY 1, 2",
+            [kb.pk],
+        ),
+    }
+    kept = state(collection)
+    assert recount["postings"], "the recount must see the chunks"
+    assert {key: kept[key] for key in recount} == recount
+
+
+@pytest.fixture
+def trigger() -> Iterator[Callable[[str], None]]:
+    """``trigger(body)`` runs ``body`` (PL/pgSQL) before every chunk row insert; dropped afterwards."""
+
+    def install(body: str) -> None:
+        execute(
+            "CREATE OR REPLACE FUNCTION test_faults_chunk() RETURNS trigger LANGUAGE plpgsql AS "
+            f"$fn$ BEGIN {body}; RETURN NEW; END $fn$"
+        )
+        execute(
+            "CREATE OR REPLACE TRIGGER test_faults_chunk BEFORE INSERT ON django_rag_chunk "
+            "FOR EACH ROW EXECUTE FUNCTION test_faults_chunk()"
+        )
+
+    yield install
+    with connections["default"].cursor() as cursor:
+        cursor.execute("DROP TRIGGER IF EXISTS test_faults_chunk ON django_rag_chunk")
+        cursor.execute("DROP FUNCTION IF EXISTS test_faults_chunk()")
+
+
+def reject(paragraph: str, error: str = "RAISE EXCEPTION 'chunk rejected by policy'") -> str:
+    """A trigger body raising ``error`` when the chunk of ``paragraph`` is inserted."""
+    return f"IF NEW.content LIKE '%{paragraph} %' THEN {error}; END IF"
+
+
+# --- A database error in the middle of a sync -----------------------------------------------------
+
+
+def test_a_registered_row_whose_write_fails_is_recorded_failed_and_keeps_its_old_chunks(
+    trigger, inline_ingestion
+) -> None:
+    note = Note.objects.create(title="Handbook", body=OLD)
+    document = document_for(note)
+    old_chunks = sorted(Chunk.objects.filter(document=document).values_list("pk", "content_hash"))
+    trigger(reject("NEW paragraph 3"))
+    Note.objects.filter(pk=note.pk).update(body=NEW)
+    result = ingest_instance("mediaapp", "note", note.pk)
+    document.refresh_from_db()
+    assert (result.status, document.status) == ("failed", "failed")
+    assert "chunk rejected by policy" in document.error
+    assert sorted(Chunk.objects.filter(document=document).values_list("pk", "content_hash")) == old_chunks
+
+
+# --- The embedder failing, then recovering ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def openai_server() -> Iterator[OpenAICompatibleServer]:
+    with OpenAICompatibleServer(dimensions=64) as server:
+        yield server
+
+
+@pytest.fixture
+def remote(openai_server, settings) -> OpenAICompatibleServer:
+    """The "notes" embedder: the real openai client against the loopback server, 3 retries, 4 texts a call."""
+    openai_server.reset()
+    embedder = {
+        "BACKEND": "django_rag.embedders.openai.OpenAIEmbedder",
+        "MODEL": "hashing",
+        "DIMENSIONS": 64,
+        "BASE_URL": openai_server.base_url,
+        "API_KEY": "test",
+        "MAX_RETRIES": 3,
+        "BACKOFF_BASE": 0.01,
+        "BACKOFF_MAX": 0.05,
+        "BATCH_SIZE": 4,
+    }
+    settings.RAG = {**settings.RAG, "EMBEDDERS": {"default": embedder}}
+    return openai_server
+
+
+def inputs(server: OpenAICompatibleServer, answered: slice = slice(None)) -> list[str]:
+    """The texts sent in the server's embedding requests (``answered``: which requests)."""
+    requests = [r for r in server.requests if r.path.endswith("/embeddings")][answered]
+    return [text for r in requests for text in r.body["input"]]
+
+
+@pytest.mark.parametrize("status", [500, 429])
+def test_an_embedder_failing_then_recovering_is_retried_and_embeds_every_text_once(remote, status) -> None:
+    remote.fail_next(2, status=status)
+    result = index(NEW)
+    texts = [c.content for c in chunks_of(NEW)]
+    assert len(remote.requests) == 2 + -(-len(texts) // 4)  # two refusals, then one request per 4 texts
+    assert sorted(inputs(remote, slice(2, None))) == sorted(texts)
+    assert (result.added, result.embedded) == (len(texts), len(texts))
+    assert sorted(Chunk.objects.values_list("content", flat=True)) == sorted(texts)
+
+
+class OutageAfterFirstBatch(IndexProgress):
+    """Once the first batch is committed, the server answers 503 ``count`` times."""
+
+    def __init__(self, server: OpenAICompatibleServer, count: int) -> None:
+        self.server, self.count = server, count
+
+    def written(self, result: SyncResult) -> None:
+        self.server.fail_next(self.count, status=503)
+        self.count = 0
+
+
+def test_an_embedder_that_stays_down_keeps_the_committed_batches_and_the_rerun_embeds_only_the_rest(
+    remote,
+) -> None:
+    first, second = version("FIRST", 3), version("SECOND", 3)
+    docs = [rag.RagDocument("first", first), rag.RagDocument("second", second)]
+    with pytest.raises(EmbedderError, match="failed after 4 attempts"):
+        index_documents(
+            rag.collection("notes"), docs, batch_size=1, progress=OutageAfterFirstBatch(remote, 4)
+        )
+    assert set(Document.objects.values_list("source_id", flat=True)) == {"first"}
+    remote.reset()
+    rag.collection("notes").index(docs)
+    assert sorted(inputs(remote)) == sorted(c.content for c in chunks_of(second))
+    assert sorted(Chunk.objects.values_list("content_hash", flat=True)) == sorted(
+        c.content_hash for c in chunks_of(first) + chunks_of(second)
+    )
+
+
+# --- Eight concurrent syncs of one document -----------------------------------------------------------
+
+
+class BarrierEmbedder(HashingEmbedder):
+    """Holds every writer between embedding and writing until all eight are there."""
+
+    barrier = threading.Barrier(8, timeout=60)
+
+    def _embed(self, texts: list[str], kind: str) -> list[list[float]]:
+        vectors = super()._embed(texts, kind)
+        if kind == "document":
+            self.barrier.wait()
+        return vectors
+
+
+@pytest.mark.parametrize("stored", ["new-document", "stored-version"])
+def test_eight_concurrent_syncs_of_one_document_leave_exactly_one_complete_version(settings, stored) -> None:
+    shared = version("SHARED", 2)  # paragraphs every version has: kept, not rewritten, by each diff
+    versions = {f"V{n}": version(f"V{n}", 3 + n) + "\n\n" + shared for n in range(8)}
+    if stored == "stored-version":
+        index(version("OLD", 5) + "\n\n" + shared)
+    barrier = {"BACKEND": "tests.test_faults.BarrierEmbedder", "DIMENSIONS": 64}  # the hashing space still
+    settings.RAG = {**settings.RAG, "EMBEDDERS": {"default": barrier}}
+    BarrierEmbedder.barrier.reset()
+    errors: list[BaseException] = []
+
+    def sync(text: str) -> None:
+        try:
+            index(text)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=sync, args=(text,)) for text in versions.values()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+    document = Document.objects.get()
+    winner = next(
+        t for t in versions.values() if document.content_hash == hashlib.sha1(t.encode()).hexdigest()
+    )
+    stored_chunks = list(Chunk.objects.order_by("index").values_list("index", "content_hash"))
+    assert stored_chunks == [(c.index, c.content_hash) for c in chunks_of(winner)]
+    assert_statistics_match_a_recount()
