@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import TracebackType
 
 import psycopg
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
 from .exceptions import ConfigurationError, QueryError
 
@@ -16,7 +16,8 @@ class translate_db_errors:  # lower case: named and used as the function it repl
     """Re-raise the database errors a misconfigured site hits as ``ConfigurationError``.
 
     Covers Django's wrapped errors and psycopg's own (from the raw cursors the store uses for
-    bulk statements). Anything else (a constraint violation, a bug) passes through untouched.
+    bulk statements). Anything else (a constraint violation, a bug) reaches the caller as the
+    Django error an ORM call would raise (``IntegrityError``, ``DataError``...), chained to psycopg's.
     A class rather than a ``@contextmanager`` generator: it wraps every search.
     """
 
@@ -35,6 +36,10 @@ class translate_db_errors:  # lower case: named and used as the function it repl
             translated = _translated(exc, self.using)
             if translated is not None:
                 raise translated from exc
+            if isinstance(exc, psycopg.Error):
+                # Callers catch django.db's errors; the store's raw cursors must not leak psycopg's.
+                with connections[self.using].wrap_database_errors:
+                    raise exc
         # Anything else propagates as it was raised.
 
 

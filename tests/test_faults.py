@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
-from django.db import connection, connections
+from django.db import DatabaseError, connection, connections
 
 import django_rag as rag
 from django_rag.embedders.hashing import HashingEmbedder
@@ -159,6 +159,34 @@ def reject(paragraph: str, error: str = "RAISE EXCEPTION 'chunk rejected by poli
 
 
 # --- A database error in the middle of a sync -----------------------------------------------------
+
+
+def test_a_trigger_failing_on_the_seventh_chunk_leaves_the_old_version_intact(trigger) -> None:
+    index(OLD)
+    before = state()
+    trigger(reject("NEW paragraph 6"))
+    with pytest.raises(DatabaseError, match="chunk rejected by policy"):
+        index(NEW)
+    assert state() == before
+    assert (Document.objects.get().status, Document.objects.get().error) == ("indexed", "")
+    assert_statistics_match_a_recount()
+
+
+def test_a_constraint_failing_on_the_third_document_rolls_back_the_whole_batch() -> None:
+    kb = rag.collection("notes")
+    kb.index([rag.RagDocument(f"doc-{n}", version(f"OLD{n}", 3)) for n in range(4)])
+    before = state()
+    docs = [rag.RagDocument(f"doc-{n}", version(f"NEW{n}", 4)) for n in range(4)]
+    docs[2] = rag.RagDocument("doc-2", version("POISON", 4))
+    execute(
+        "ALTER TABLE django_rag_chunk ADD CONSTRAINT test_faults_clean CHECK (content NOT LIKE '%%POISON%%')"
+    )
+    try:
+        with pytest.raises(DatabaseError, match="test_faults_clean"):
+            kb.index(docs)
+    finally:
+        execute("ALTER TABLE django_rag_chunk DROP CONSTRAINT test_faults_clean")
+    assert state() == before
 
 
 def test_a_registered_row_whose_write_fails_is_recorded_failed_and_keeps_its_old_chunks(
