@@ -189,6 +189,26 @@ def test_a_constraint_failing_on_the_third_document_rolls_back_the_whole_batch()
     assert state() == before
 
 
+class NaNEmbedder(HashingEmbedder):
+    """Returns, for one chunk text, a vector the database cannot store (pgvector holds no NaN)."""
+
+    def _embed(self, texts: list[str], kind: str) -> list[list[float]]:
+        vectors = super()._embed(texts, kind)
+        return [
+            [float("nan")] * len(v) if "paragraph 4 " in t else v for t, v in zip(texts, vectors, strict=True)
+        ]
+
+
+def test_an_embedder_vector_the_database_would_reject_fails_before_anything_is_written(settings) -> None:
+    index(OLD)
+    before = state()
+    nan = {"BACKEND": "tests.test_faults.NaNEmbedder", "DIMENSIONS": 64}  # the hashing space still
+    settings.RAG = {**settings.RAG, "EMBEDDERS": {"default": nan}}
+    with pytest.raises(EmbedderError, match="not finite"):
+        index(NEW)
+    assert state() == before
+
+
 def test_a_registered_row_whose_write_fails_is_recorded_failed_and_keeps_its_old_chunks(
     trigger, inline_ingestion
 ) -> None:
