@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, connections
 
 import django_rag as rag
@@ -222,6 +222,21 @@ def test_a_registered_row_whose_write_fails_is_recorded_failed_and_keeps_its_old
     assert (result.status, document.status) == ("failed", "failed")
     assert "chunk rejected by policy" in document.error
     assert sorted(Chunk.objects.filter(document=document).values_list("pk", "content_hash")) == old_chunks
+
+
+def test_rag_ingest_meeting_a_database_error_exits_with_it_and_keeps_the_old_version(
+    trigger, tmp_path: Path
+) -> None:
+    (tmp_path / "handbook.txt").write_text(OLD)
+    ingest(tmp_path)
+    before = state()
+    (tmp_path / "handbook.txt").write_text(NEW)
+    trigger(reject("NEW paragraph 3"))
+    with pytest.raises(
+        CommandError, match=r"database 'default' refused a write \(chunk rejected by policy\)"
+    ):
+        ingest(tmp_path)
+    assert state() == before
 
 
 # --- The embedder failing, then recovering ------------------------------------------------------------
