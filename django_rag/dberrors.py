@@ -43,9 +43,29 @@ class translate_db_errors:  # lower case: named and used as the function it repl
         # Anything else propagates as it was raised.
 
 
+# What psycopg says when the server ends a session it had accepted (pg_terminate_backend, a
+# restart, a crash, a dropped network), as opposed to refusing to open one.
+_LOST = (
+    "terminating connection",
+    "server closed the connection",
+    "consuming input failed",
+    "connection is lost",
+)
+
+
 def _translated(exc: Exception, using: str) -> Exception | None:
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
+    sqlstate = getattr(exc, "sqlstate", None) or getattr(exc.__cause__, "sqlstate", None)
+    lost = sqlstate in ("57P01", "57P02") or (
+        isinstance(exc, (OperationalError, psycopg.OperationalError))
+        and any(w in text.lower() for w in _LOST)
+    )
+    if lost:
+        return ConfigurationError(
+            f"the connection to the database {using!r} was lost ({first}); the transaction was rolled "
+            "back, so nothing of it was written: run it again"
+        )
     unreachable = isinstance(exc, (InterfaceError, psycopg.InterfaceError)) or (
         isinstance(exc, (OperationalError, psycopg.OperationalError)) and "connect" in text.lower()
     )

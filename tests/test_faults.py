@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from django.db import DatabaseError, connection, connections
 
 import django_rag as rag
 from django_rag.embedders.hashing import HashingEmbedder
-from django_rag.exceptions import EmbedderError
+from django_rag.exceptions import ConfigurationError, EmbedderError
 from django_rag.ingest.chunking import chunk_document
 from django_rag.ingest.pipeline import IndexProgress, chunking_options, index_documents
 from django_rag.ingest.rows import document_for, ingest_instance
@@ -237,6 +238,84 @@ def test_rag_ingest_meeting_a_database_error_exits_with_it_and_keeps_the_old_ver
     ):
         ingest(tmp_path)
     assert state() == before
+
+
+# --- The connection killed in the write phase -----------------------------------------------------
+
+
+@pytest.fixture
+def killer(trigger) -> Callable[[], threading.Thread]:
+    """``killer()`` makes the next chunk insert wait, and another connection terminate that
+    writer's backend while it waits; returns the thread doing it. ``trigger("NULL")`` disarms."""
+
+    def arm() -> threading.Thread:
+        trigger("PERFORM pg_sleep(30)")
+        database = connection.settings_dict["NAME"]
+
+        def kill() -> None:
+            try:
+                with connections["default"].cursor() as cursor:
+                    for _ in range(600):
+                        cursor.execute(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                            "WHERE datname = %s AND wait_event = 'PgSleep' AND pid <> pg_backend_pid()",
+                            [database],
+                        )
+                        if cursor.fetchall():
+                            return
+                        time.sleep(0.05)
+            finally:
+                connections.close_all()
+
+        thread = threading.Thread(target=kill)
+        thread.start()
+        return thread
+
+    return arm
+
+
+def test_a_connection_killed_mid_batch_is_a_clear_error_and_writes_nothing(killer, trigger) -> None:
+    index(OLD)
+    before = state()
+    thread = killer()
+    with pytest.raises(ConfigurationError, match="connection to the database 'default' was lost") as caught:
+        index(NEW)
+    thread.join(30)
+    assert "nothing of it was written: run it again" in str(caught.value)
+    trigger("NULL")
+    assert state() == before
+
+
+def test_the_run_after_a_killed_connection_completes_the_sync(killer, trigger) -> None:
+    index(OLD)
+    thread = killer()
+    with pytest.raises(ConfigurationError):
+        index(NEW)
+    thread.join(30)
+    trigger("NULL")
+    result = index(NEW)
+    assert (result.added, result.removed) == (len(chunks_of(NEW)), len(chunks_of(OLD)))
+    stored = list(Chunk.objects.order_by("index").values_list("index", "content_hash"))
+    assert stored == [(c.index, c.content_hash) for c in chunks_of(NEW)]
+    assert_statistics_match_a_recount()
+
+
+def test_rag_ingest_with_its_connection_killed_exits_with_an_error_and_a_rerun_completes(
+    killer, trigger, tmp_path: Path
+) -> None:
+    (tmp_path / "handbook.txt").write_text(OLD)
+    ingest(tmp_path)
+    before = state()
+    (tmp_path / "handbook.txt").write_text(NEW)
+    thread = killer()
+    with pytest.raises(CommandError, match="connection to the database 'default' was lost"):
+        ingest(tmp_path)
+    thread.join(30)
+    trigger("NULL")
+    assert state() == before
+    ingest(tmp_path)
+    stored = list(Chunk.objects.order_by("index").values_list("index", "content_hash"))
+    assert stored == [(c.index, c.content_hash) for c in chunks_of(NEW)]
 
 
 # --- The embedder failing, then recovering ------------------------------------------------------------
