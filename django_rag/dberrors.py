@@ -57,6 +57,16 @@ def _translated(exc: Exception, using: str) -> Exception | None:
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
     sqlstate = getattr(exc, "sqlstate", None) or getattr(exc.__cause__, "sqlstate", None)
+    if sqlstate == "25006":  # read_only_sql_transaction: a hot standby, or default_transaction_read_only
+        return ConfigurationError(
+            f"the database {using!r} is read-only ({first}); nothing was written. Point RAG['DATABASE'] "
+            "(or using=) at a primary that accepts writes, or turn off default_transaction_read_only"
+        )
+    if sqlstate == "53100":  # disk_full
+        return ConfigurationError(
+            f"the database {using!r} is out of disk space ({first}); the transaction was rolled back, "
+            "so nothing of it was written: free space on the database server and run it again"
+        )
     lost = sqlstate in ("57P01", "57P02") or (
         isinstance(exc, (OperationalError, psycopg.OperationalError))
         and any(w in text.lower() for w in _LOST)

@@ -439,3 +439,65 @@ def test_eight_concurrent_syncs_of_one_document_leave_exactly_one_complete_versi
     stored_chunks = list(Chunk.objects.order_by("index").values_list("index", "content_hash"))
     assert stored_chunks == [(c.index, c.content_hash) for c in chunks_of(winner)]
     assert_statistics_match_a_recount()
+
+
+# --- A read-only or full database ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def read_only() -> Iterator[Callable[[], None]]:
+    """``read_only()`` makes every new session of the test database start read-only, as on a hot
+    standby or a database an operator locked; undone afterwards."""
+    database = connection.settings_dict["NAME"]
+
+    def lock() -> None:
+        execute(f'ALTER DATABASE "{database}" SET default_transaction_read_only = on')
+        connections.close_all()
+
+    yield lock
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SET default_transaction_read_only = off")
+        cursor.execute(f'ALTER DATABASE "{database}" RESET default_transaction_read_only')
+    connections.close_all()
+
+
+def test_a_read_only_database_is_an_error_naming_it_and_nothing_is_written(read_only) -> None:
+    index(OLD)
+    before = state()
+    read_only()
+    with pytest.raises(
+        ConfigurationError, match=r"the database 'default' is read-only .*nothing was written"
+    ):
+        index(NEW)
+    assert state() == before
+
+
+def test_rag_ingest_on_a_read_only_database_exits_with_an_error_naming_it(read_only, tmp_path: Path) -> None:
+    (tmp_path / "handbook.txt").write_text(OLD)
+    ingest(tmp_path)
+    before = state()
+    (tmp_path / "handbook.txt").write_text(NEW)
+    (tmp_path / "blank.txt").write_text(" ")  # a skip record to write as well
+    read_only()
+    with pytest.raises(CommandError, match="the database 'default' is read-only"):
+        ingest(tmp_path)
+    assert state() == before
+
+
+def test_removing_from_a_read_only_database_is_an_error_naming_it(read_only) -> None:
+    index(OLD)
+    before = state()
+    read_only()
+    with pytest.raises(ConfigurationError, match="the database 'default' is read-only"):
+        rag.collection("notes").remove(source_id="handbook")
+    assert state() == before
+
+
+def test_a_full_disk_mid_batch_is_an_error_naming_it_and_the_old_version_stays(trigger) -> None:
+    index(OLD)
+    before = state()
+    enospc = "RAISE EXCEPTION USING ERRCODE = 'disk_full', MESSAGE = 'could not extend file: No space left'"
+    trigger(reject("NEW paragraph 3", enospc))
+    with pytest.raises(ConfigurationError, match="the database 'default' is out of disk space"):
+        index(NEW)
+    assert state() == before
