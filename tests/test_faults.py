@@ -30,6 +30,7 @@ from django_rag.ingest.chunking import chunk_document
 from django_rag.ingest.pipeline import IndexProgress, chunking_options, index_documents
 from django_rag.ingest.rows import document_for, ingest_instance
 from django_rag.models import Chunk, Document
+from django_rag.retry import is_transient
 from django_rag.testing import OpenAICompatibleServer
 from django_rag.types import ChunkData, SyncResult
 from tests.mediaapp.models import Note
@@ -318,6 +319,25 @@ def test_rag_ingest_with_its_connection_killed_exits_with_an_error_and_a_rerun_c
     assert stored == [(c.index, c.content_hash) for c in chunks_of(NEW)]
 
 
+def test_a_registered_row_whose_connection_is_killed_is_recorded_failed_and_raised_for_a_retry(
+    killer, trigger, inline_ingestion
+) -> None:
+    note = Note.objects.create(title="Handbook", body=OLD)
+    document = document_for(note)
+    old_chunks = sorted(Chunk.objects.filter(document=document).values_list("pk", "content_hash"))
+    Note.objects.filter(pk=note.pk).update(body=NEW)
+    thread = killer()
+    with pytest.raises(ConfigurationError, match="was lost") as caught:
+        ingest_instance("mediaapp", "note", note.pk, raise_transient=True)  # as the Celery task calls it
+    thread.join(30)
+    trigger("NULL")
+    assert is_transient(caught.value)  # so the task retries it with backoff
+    document.refresh_from_db()
+    assert (document.status, "was lost" in document.error) == ("failed", True)
+    assert sorted(Chunk.objects.filter(document=document).values_list("pk", "content_hash")) == old_chunks
+    assert ingest_instance("mediaapp", "note", note.pk).status == "indexed"
+
+
 # --- The embedder failing, then recovering ------------------------------------------------------------
 
 
@@ -491,6 +511,13 @@ def test_removing_from_a_read_only_database_is_an_error_naming_it(read_only) -> 
     with pytest.raises(ConfigurationError, match="the database 'default' is read-only"):
         rag.collection("notes").remove(source_id="handbook")
     assert state() == before
+
+
+def test_a_read_only_database_still_answers_searches(read_only) -> None:
+    index(OLD)
+    read_only()
+    hits = rag.collection("notes").search("oldword3 paragraph 2", k=2, mode="hybrid")
+    assert hits and all(hit.source_id == "handbook" for hit in hits)
 
 
 def test_a_full_disk_mid_batch_is_an_error_naming_it_and_the_old_version_stays(trigger) -> None:
