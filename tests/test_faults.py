@@ -34,8 +34,10 @@ from django_rag.retry import is_transient
 from django_rag.testing import OpenAICompatibleServer
 from django_rag.types import ChunkData, SyncResult
 from tests.mediaapp.models import Note
+from tests.web_support import login
 
 pytestmark = pytest.mark.django_db(transaction=True)
+pytest_plugins = ["tests.conftest_web"]
 
 
 def version(label: str, paragraphs: int) -> str:
@@ -527,6 +529,18 @@ def test_a_read_only_database_still_answers_searches(read_only) -> None:
     read_only()
     hits = rag.collection("notes").search("oldword3 paragraph 2", k=2, mode="hybrid")
     assert hits and all(hit.source_id == "handbook" for hit in hits)
+
+
+def test_a_read_only_database_still_serves_the_search_pages(read_only, web) -> None:
+    backups = rag.RagDocument(
+        "acme/backups", "Snapshots are kept for thirty days.", {"title": "Acme backups"}
+    )
+    rag.collection("docs").index(backups, tenant="acme")
+    alice = login("alice")
+    read_only()
+    data = alice.get("/kb/api/search/", {"q": "snapshots kept"}).json()
+    assert data["count"] >= 1 and data["results"][0]["title"] == "Acme backups"
+    assert alice.get("/kb/", {"q": "snapshots kept"}).status_code == 200
 
 
 def test_a_full_disk_mid_batch_is_an_error_naming_it_and_the_old_version_stays(trigger) -> None:
