@@ -33,6 +33,10 @@ class translate_db_errors:  # lower case: named and used as the function it repl
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         if isinstance(exc, (DatabaseError, psycopg.Error)):
+            if _lost(exc):
+                # Django reconnects only once its connection is closed; a raw cursor's failure
+                # does not close it, and every later call would meet the dead session again.
+                connections[self.using].close()
             translated = _translated(exc, self.using)
             if translated is not None:
                 raise translated from exc
@@ -53,6 +57,14 @@ _LOST = (
 )
 
 
+def _lost(exc: BaseException) -> bool:
+    sqlstate = getattr(exc, "sqlstate", None) or getattr(exc.__cause__, "sqlstate", None)
+    return sqlstate in ("57P01", "57P02") or (
+        isinstance(exc, (OperationalError, psycopg.OperationalError))
+        and any(words in str(exc).lower() for words in _LOST)
+    )
+
+
 def _translated(exc: Exception, using: str) -> Exception | None:
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
@@ -67,11 +79,7 @@ def _translated(exc: Exception, using: str) -> Exception | None:
             f"the database {using!r} is out of disk space ({first}); the transaction was rolled back, "
             "so nothing of it was written: free space on the database server and run it again"
         )
-    lost = sqlstate in ("57P01", "57P02") or (
-        isinstance(exc, (OperationalError, psycopg.OperationalError))
-        and any(w in text.lower() for w in _LOST)
-    )
-    if lost:
+    if _lost(exc):
         return ConfigurationError(
             f"the connection to the database {using!r} was lost ({first}); the transaction was rolled "
             "back, so nothing of it was written: run it again"

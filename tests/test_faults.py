@@ -312,6 +312,27 @@ def test_the_run_after_a_killed_connection_completes_the_sync(killer, trigger) -
     assert_statistics_match_a_recount()
 
 
+def terminate(pid: int) -> None:
+    """pg_terminate_backend(pid), from a connection of its own."""
+    other = connections.create_connection("default")
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+    finally:
+        other.close()
+
+
+def test_a_connection_killed_between_syncs_is_an_error_and_the_next_sync_in_the_process_completes() -> None:
+    index(OLD)
+    connection.ensure_connection()
+    terminate(connection.connection.info.backend_pid)  # as idle_session_timeout or a failover would
+    with pytest.raises(ConfigurationError, match="was lost"):
+        index(NEW)
+    index(NEW)
+    stored = list(Chunk.objects.order_by("index").values_list("index", "content_hash"))
+    assert stored == [(c.index, c.content_hash) for c in chunks_of(NEW)]
+
+
 def test_rag_ingest_with_its_connection_killed_exits_with_an_error_and_a_rerun_completes(
     killer, trigger, tmp_path: Path
 ) -> None:
