@@ -333,6 +333,36 @@ def test_a_connection_killed_between_syncs_is_an_error_and_the_next_sync_in_the_
     assert stored == [(c.index, c.content_hash) for c in chunks_of(NEW)]
 
 
+class TerminatingEmbedder(HashingEmbedder):
+    """Ends the session of backend ``victim`` while it embeds: the server dropped an idle connection."""
+
+    victim: int | None = None
+
+    def _embed(self, texts: list[str], kind: str) -> list[list[float]]:
+        if TerminatingEmbedder.victim is not None:
+            terminate(TerminatingEmbedder.victim)
+            TerminatingEmbedder.victim = None
+        return super()._embed(texts, kind)
+
+
+def test_a_connection_dropped_while_the_batch_is_embedded_is_reopened_for_the_write(settings) -> None:
+    index(OLD)
+    terminating = {"BACKEND": "tests.test_faults.TerminatingEmbedder", "DIMENSIONS": 64}  # the hashing space
+    settings.RAG = {**settings.RAG, "EMBEDDERS": {"default": terminating}}
+    connection.ensure_connection()
+    TerminatingEmbedder.victim = connection.connection.info.backend_pid
+    result = index(NEW)
+    assert TerminatingEmbedder.victim is None  # the session was ended mid-embedding
+    assert (result.added, result.removed, result.embedded) == (
+        len(chunks_of(NEW)),
+        len(chunks_of(OLD)),
+        len(chunks_of(NEW)),
+    )
+    stored = list(Chunk.objects.order_by("index").values_list("index", "content_hash"))
+    assert stored == [(c.index, c.content_hash) for c in chunks_of(NEW)]
+    assert_statistics_match_a_recount()
+
+
 def test_rag_ingest_with_its_connection_killed_exits_with_an_error_and_a_rerun_completes(
     killer, trigger, tmp_path: Path
 ) -> None:
