@@ -27,7 +27,7 @@ import django_rag as rag
 from django_rag.embedders.hashing import HashingEmbedder
 from django_rag.exceptions import ConfigurationError, EmbedderError
 from django_rag.ingest.chunking import chunk_document
-from django_rag.ingest.pipeline import IndexProgress, chunking_options, index_documents
+from django_rag.ingest.pipeline import IndexProgress, chunking_options, index_documents, reembed
 from django_rag.ingest.rows import document_for, ingest_instance
 from django_rag.models import Chunk, Document
 from django_rag.retry import is_transient
@@ -361,6 +361,19 @@ def test_a_connection_dropped_while_the_batch_is_embedded_is_reopened_for_the_wr
     stored = list(Chunk.objects.order_by("index").values_list("index", "content_hash"))
     assert stored == [(c.index, c.content_hash) for c in chunks_of(NEW)]
     assert_statistics_match_a_recount()
+
+
+def test_a_reembed_whose_connection_drops_while_embedding_completes_in_the_same_run(settings) -> None:
+    index(OLD)
+    wider = {"BACKEND": "tests.test_faults.TerminatingEmbedder", "DIMENSIONS": 32}  # space "hashing:32"
+    settings.RAG = {**settings.RAG, "EMBEDDERS": {"default": wider}}
+    connection.ensure_connection()
+    TerminatingEmbedder.victim = connection.connection.info.backend_pid
+    reembed(rag.collection("notes"))
+    assert TerminatingEmbedder.victim is None
+    assert list(Chunk.objects.order_by("index").values_list("space", "content_hash")) == [
+        ("hashing:32", c.content_hash) for c in chunks_of(OLD)
+    ]
 
 
 def test_rag_ingest_with_its_connection_killed_exits_with_an_error_and_a_rerun_completes(

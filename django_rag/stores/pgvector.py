@@ -437,6 +437,7 @@ class PgVectorStore:
 
     @contextmanager
     def locked(self, collection: Collection, keys: Sequence[tuple[str, str]]) -> Iterator[None]:
+        self._reconnect_if_dropped()  # reembed writes here after embedding a batch
         with transaction.atomic(using=self.using):
             with connections[self.using].cursor() as cursor:
                 lock_documents(cursor, collection.pk, keys)
