@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 
 from ..embedders import Embedder
-from ..exceptions import ConfigurationError, QueryError
+from ..exceptions import ConfigurationError, EmbedderError, QueryError
 from ..models import Collection
 from ..stores import DocumentInfo, VectorStore, get_store
 from ..types import ChunkData, RagDocument, SyncResult
@@ -43,6 +44,7 @@ DEFAULT_BATCH_SIZE = 64  # documents per embedding round
 MAX_BATCH_CHUNKS = 2048
 # Texts per embed_documents call, so progress (and an interrupt) is never far away.
 EMBED_SLICE = 256
+_FLOAT32_MAX = 3.4028234663852886e38  # pgvector stores float4
 
 
 class IndexProgress:
@@ -190,12 +192,30 @@ def embed_missing(
     hashes, texts = list(missing), list(missing.values())
     for start in range(0, len(texts), EMBED_SLICE):
         vectors = embedder.embed_documents(texts[start : start + EMBED_SLICE])
+        for vector in vectors:
+            _check_vector(embedder, vector)
         known.update(zip(hashes[start : start + EMBED_SLICE], vectors, strict=True))
         if progress is not None:
             progress.embedded(len(vectors))
     for chunk in chunks:
         chunk.embedding = [float(x) for x in known[chunk.content_hash]]
     return len(missing)
+
+
+def _check_vector(embedder: Embedder, vector: Sequence[float]) -> None:
+    """Refuse, before the write transaction opens, a vector that pgvector would reject mid-batch."""
+    if len(vector) != embedder.dimensions:
+        raise ConfigurationError(
+            f"embedder {embedder.model!r} is declared with {embedder.dimensions} dimensions but returned "
+            f"a {len(vector)}-dim vector; set DIMENSIONS to {len(vector)} in RAG['EMBEDDERS']"
+        )
+    # The sum is NaN or infinite as soon as one value is; max and min catch what float4 cannot hold.
+    if not math.isfinite(sum(vector)) or max(vector) > _FLOAT32_MAX or min(vector) < -_FLOAT32_MAX:
+        raise EmbedderError(
+            f"embedder {embedder.model!r} returned a vector whose values are not finite (NaN, infinity "
+            "or beyond float32), which pgvector cannot store; nothing was written. "
+            "Check the model and its inputs"
+        )
 
 
 def document_info(
