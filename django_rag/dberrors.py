@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import TracebackType
 
 import psycopg
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
 from .exceptions import ConfigurationError, QueryError
 
@@ -16,7 +16,8 @@ class translate_db_errors:  # lower case: named and used as the function it repl
     """Re-raise the database errors a misconfigured site hits as ``ConfigurationError``.
 
     Covers Django's wrapped errors and psycopg's own (from the raw cursors the store uses for
-    bulk statements). Anything else (a constraint violation, a bug) passes through untouched.
+    bulk statements and searches); psycopg's others become their ``django.db`` equivalents, as
+    Django's own cursors raise them. Anything else (a bug) passes through untouched.
     A class rather than a ``@contextmanager`` generator: it wraps every search.
     """
 
@@ -35,6 +36,11 @@ class translate_db_errors:  # lower case: named and used as the function it repl
             translated = _translated(exc, self.using)
             if translated is not None:
                 raise translated from exc
+        if isinstance(exc, psycopg.Error) and not isinstance(exc, DatabaseError):
+            # The store's raw psycopg cursors bypass Django's error wrapper: re-raise as the
+            # django.db error (OperationalError...) that callers and the views catch.
+            with connections[self.using].wrap_database_errors:
+                raise exc.with_traceback(tb)
         # Anything else propagates as it was raised.
 
 
