@@ -9,9 +9,11 @@ failing statement shows users a generic message while the database's text goes t
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Iterator
 from io import StringIO
 from typing import Any
+from urllib.parse import urlencode
 
 import psycopg
 import pytest
@@ -258,3 +260,28 @@ def test_commands_print_hostile_text_results_without_error(kb: KnowledgeBase) ->
         call_command("rag_search", query, "--collection", "docs", "--mode", "hybrid", stdout=out)
         assert out.getvalue()
     assert Document.objects.filter(collection=kb).count() == len(CORPUS)
+
+
+def echo_removed(text: str, query: str) -> str:
+    """``text`` without the query it echoes (as typed, and URL-encoded in links)."""
+    return html.unescape(text).replace(query, "").replace(urlencode({"q": query})[2:], "")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("query", HOSTILE[:8], ids=range(8))
+def test_hostile_query_text_is_served_by_the_pages_endpoints_and_retrieval_test(
+    kb: KnowledgeBase, admin_client: Client, query: str
+) -> None:
+    query = query.replace("\x00", "")  # the forms refuse NUL with a message (test_parameter_types)
+    for mode in MODES:
+        found = Client().get("/kb/api/search/", {"q": query, "mode": mode})
+        assert found.status_code == 200
+        assert found.json()["query"] == query
+        assert_no_leak(json.dumps({**found.json(), "query": ""}))
+        page = Client().get("/kb/", {"q": query, "mode": mode})
+        assert page.status_code == 200
+        assert_no_leak(echo_removed(page.content.decode(), query))
+    params = {"q": query, "mode": "hybrid", "k": "5", "vector_weight": "1", "text_weight": "1", "rrf_k": "60"}
+    explained = admin_client.get(f"/admin/django_rag/collection/{kb.pk}/retrieval-test/", params)
+    assert explained.status_code == 200
+    assert_no_leak(echo_removed(explained.content.decode(), query))
