@@ -19,6 +19,7 @@ import psycopg
 import pytest
 from django.conf import settings
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import OperationalError, connection
 from django.test import Client, override_settings
 
@@ -251,6 +252,16 @@ def test_a_database_error_reaches_python_callers_as_a_database_error(
     # ORM query would raise it, though the store runs its statements on a raw psycopg cursor.
     with pytest.raises(OperationalError, match="lock timeout"):
         kb.search("backups", mode="text")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("command", ["rag_search", "rag_ask"])
+def test_a_database_error_is_one_line_from_the_commands_without_sql(
+    kb: KnowledgeBase, chunks_locked: None, command: str
+) -> None:
+    with pytest.raises(CommandError) as caught:
+        call_command(command, "backups", "--collection", "docs", "--mode", "text", stdout=StringIO())
+    assert str(caught.value) == "the database failed: canceling statement due to lock timeout"
 
 
 @pytest.mark.django_db

@@ -22,6 +22,7 @@ from django_rag.validation import check_using, shown
 __all__ = [
     "add_database_argument",
     "add_search_arguments",
+    "database_failed",
     "get_collection",
     "hit_label",
     "one_line",
@@ -104,6 +105,13 @@ def _parse_filter(item: Any) -> tuple[str, Any]:
         message = _("--filter %(key)s: the JSON value nests too deeply") % {"key": key.strip()}
         raise CommandError(message) from None
     return key.strip(), value
+
+
+def database_failed(exc: Exception) -> CommandError:
+    """A failed statement as one line: the database's message, without the SQL it quotes (LINE 3: ...)."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return CommandError(_("the database failed: %(reason)s") % {"reason": first})
 
 
 def get_collection(name: str | None, using: str | None = None) -> KnowledgeBase:
