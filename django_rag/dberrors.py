@@ -16,8 +16,9 @@ class translate_db_errors:  # lower case: named and used as the function it repl
     """Re-raise the database errors a misconfigured site hits as ``ConfigurationError``.
 
     Covers Django's wrapped errors and psycopg's own (from the raw cursors the store uses for
-    bulk statements). Anything else (a constraint violation, a bug) reaches the caller as the
-    Django error an ORM call would raise (``IntegrityError``, ``DataError``...), chained to psycopg's.
+    bulk statements and searches). psycopg's other errors (a constraint violation...) reach the
+    caller as the ``django.db`` error an ORM call would raise (``IntegrityError``, ``DataError``...),
+    chained to psycopg's. Anything else (a bug) passes through untouched.
     A class rather than a ``@contextmanager`` generator: it wraps every search.
     """
 
@@ -41,9 +42,10 @@ class translate_db_errors:  # lower case: named and used as the function it repl
             if translated is not None:
                 raise translated from exc
             if isinstance(exc, psycopg.Error):
-                # Callers catch django.db's errors; the store's raw cursors must not leak psycopg's.
+                # The store's raw psycopg cursors bypass Django's error wrapper: re-raise as the
+                # django.db error (OperationalError...) that callers and the views catch.
                 with connections[self.using].wrap_database_errors:
-                    raise exc
+                    raise exc.with_traceback(tb)
         # Anything else propagates as it was raised.
 
 

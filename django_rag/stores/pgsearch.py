@@ -71,6 +71,17 @@ def _filters(scope: QueryScope, params: dict[str, Any]) -> str:
     if scope.filters:
         params["filters"] = Jsonb(scope.filters)
         sql += " AND c.metadata @> %(filters)s"
+        nested = {
+            key: value for key, value in scope.filters.items() if isinstance(value, dict | list | tuple)
+        }
+        if nested:
+            # @> (which the GIN index serves) reads a nested value as "contains": [1] would match
+            # [1, 2]. Filters mean equality, for nested values too, as in every store.
+            params["nested"] = Jsonb(nested)
+            sql += (
+                " AND NOT EXISTS (SELECT 1 FROM jsonb_each(%(nested)s) AS f"
+                " WHERE c.metadata -> f.key IS DISTINCT FROM f.value)"
+            )
     if scope.source_prefix:
         prefix = scope.source_prefix
         escaped = escape_like(prefix)
