@@ -23,6 +23,11 @@ __all__ = [
 _LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st"})
 # NUL cannot be stored in a PostgreSQL text column; zero-width characters only split words.
 _INVISIBLE = str.maketrans({"\x00": None, "\u200b": None, "\ufeff": None})
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# Python codecs that are not charsets: they read escapes or domain-name syntax out of the bytes
+# (unicode_escape turns the text "\\ud800" into a lone surrogate). A document naming one is
+# decoded as if it named none.
+_NOT_CHARSETS = frozenset({"unicode_escape", "raw_unicode_escape", "punycode", "idna"})
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
     (codecs.BOM_UTF32_BE, "utf-32"),
@@ -35,6 +40,9 @@ _BOMS = (
 def clean_text(text: str) -> str:
     """Normalise line endings, drop characters a database or an embedder chokes on, trim the ends."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if _SURROGATE.search(text):
+        # No UTF-8 (so no PostgreSQL text) holds a lone surrogate; a pair is the character it spells.
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     return text.translate(_INVISIBLE).translate(_LIGATURES).strip()
 
 
@@ -78,12 +86,12 @@ def decode_text(data: bytes, charset: str | None = None) -> str:
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             return data.decode(encoding, errors="replace")
-    candidates = [charset.strip().strip("\"'")] if charset else []
+    candidates = [charset.strip().strip("\"'")] if charset and _is_charset(charset) else []
     candidates.append("utf-8")
     for encoding in candidates:
         try:
             return data.decode(encoding)
-        except (LookupError, UnicodeDecodeError):
+        except (LookupError, UnicodeError, ValueError):
             continue
     try:
         from charset_normalizer import from_bytes  # requests depends on it, so it is normally there
@@ -95,6 +103,14 @@ def decode_text(data: bytes, charset: str | None = None) -> str:
         return str(best)
     # cp1252 is what unlabelled non-UTF-8 text on the web almost always is.
     return data.decode("cp1252", errors="replace")
+
+
+def _is_charset(name: str) -> bool:
+    try:
+        codec = codecs.lookup(name.strip().strip("\"'"))
+    except (LookupError, ValueError):  # ValueError: a NUL in the name
+        return False
+    return codec.name.replace("-", "_") not in _NOT_CHARSETS
 
 
 _CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)

@@ -36,7 +36,9 @@ VOID_TAGS = frozenset({
     "track", "wbr"
 })
 # fmt: on
-_SPACE = re.compile(r"[ \t\n\r\f\v\xa0]+")
+# Runs of whitespace that collapse to one space; a lone " " already is one (most of any text, so
+# matching it too would make a 20 MB page take seconds for no change).
+_SPACE = re.compile(r"[ \t\n\r\f\v\xa0]{2,}|[\t\n\r\f\v\xa0]")
 
 
 class _TextExtractor(HTMLParser):
@@ -160,10 +162,13 @@ def html_to_text(html: str) -> tuple[str, dict[str, str]]:
     parser.close()
     text = clean_text(parser.result())
     info: dict[str, str] = {}
-    if parser.title or parser.h1:
-        info["title"] = parser.title or parser.h1
-    if parser.language:
-        info["language"] = parser.language
+    # Metadata goes to a JSONB column, which refuses NUL and lone surrogates as text does.
+    title = clean_text(parser.title or parser.h1)
+    if title:
+        info["title"] = title
+    language = clean_text(parser.language)
+    if language:
+        info["language"] = language
     return text, info
 
 
