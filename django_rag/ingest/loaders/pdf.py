@@ -8,6 +8,8 @@ import io
 import itertools
 import os
 import re
+import time
+import zlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -15,6 +17,7 @@ from typing import IO, Any
 from ...exceptions import ConfigurationError, LoaderError
 from ...types import RagDocument
 from .base import clean_text, content_source_id, make_document
+from .limits import LoaderLimits, loader_limits
 
 __all__ = ["PAGE_BREAK", "PdfInput", "load_pdf"]
 
@@ -97,29 +100,174 @@ def _extract(data: bytes, label: str, password: str | None) -> tuple[str | None,
     except ImportError as exc:
         raise ConfigurationError(INSTALL_HINT) from exc
 
+    limits = loader_limits()
+    budget = _Budget(limits, label)
     try:
-        document = PDFDocument(PDFParser(io.BytesIO(data)), password=password or "")
+        document = _bounded_document(PDFDocument)(PDFParser(io.BytesIO(data)), password or "", budget)
     except PDFPasswordIncorrect as exc:
         if password:
             raise LoaderError(f"wrong password for PDF {label}") from exc
         raise LoaderError(f"PDF {label} is encrypted; pass password=...") from exc
+    except LoaderError:
+        raise
     except Exception as exc:
         # pdfminer raises a zoo of exceptions (PSEOF, KeyError, TypeError...) on broken files;
         # callers should only ever have to catch LoaderError.
         raise LoaderError(f"PDF {label} is malformed or unreadable: {exc or type(exc).__name__}") from exc
 
     try:
+        listed = list(itertools.islice(PDFPage.create_pages(document), limits.pdf_max_pages + 1))
+        if len(listed) > limits.pdf_max_pages:
+            raise LoaderError(
+                f"PDF {label} has more than {limits.pdf_max_pages} pages "
+                "(the limit is RAG['LOADERS']['PDF_MAX_PAGES'])"
+            )
         resources = PDFResourceManager()
         device = _stable_aggregator(PDFPageAggregator)(resources, laparams=LAParams())
+        device.budget = budget
         interpreter = PDFPageInterpreter(resources, device)
         pages = []
-        for page in PDFPage.create_pages(document):
+        for page in listed:
             interpreter.process_page(page)
             boxes = [item.get_text() for item in device.get_result() if isinstance(item, LTTextContainer)]
             pages.append(_clean_page(boxes))
+        title = _title(document)
+    except LoaderError:
+        raise
     except Exception as exc:
         raise LoaderError(f"PDF {label} could not be read: {exc or type(exc).__name__}") from exc
-    return _title(document), pages
+    return title, pages
+
+
+class _Budget:
+    """What one PDF may still cost: decoded stream bytes, objects drawn on a page, time."""
+
+    def __init__(self, limits: LoaderLimits, label: str) -> None:
+        self.limits = limits
+        self.label = label
+        self.decoded = 0
+        self.page_objects = 0
+        self.deadline = time.monotonic() + limits.pdf_timeout
+
+    def decode(self, size: int) -> None:
+        self.decoded += size
+        if self.decoded > self.limits.pdf_max_decoded_bytes:
+            raise LoaderError(
+                f"PDF {self.label} decodes to more than {self.limits.pdf_max_decoded_bytes} bytes "
+                "(a compression bomb?; the limit is RAG['LOADERS']['PDF_MAX_DECODED_BYTES'])"
+            )
+
+    def remaining(self) -> int:
+        return self.limits.pdf_max_decoded_bytes - self.decoded
+
+    def new_page(self) -> None:
+        self.page_objects = 0
+        self.check_time()
+
+    def draw(self) -> None:
+        self.page_objects += 1
+        if self.page_objects > self.limits.pdf_max_page_objects:
+            raise LoaderError(
+                f"PDF {self.label} draws more than {self.limits.pdf_max_page_objects} objects on one page "
+                "(the limit is RAG['LOADERS']['PDF_MAX_PAGE_OBJECTS'])"
+            )
+        if not self.page_objects % 1024:
+            self.check_time()
+
+    def check_time(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise LoaderError(
+                f"PDF {self.label} took more than {self.limits.pdf_timeout} s to read "
+                "(the limit is RAG['LOADERS']['PDF_TIMEOUT'])"
+            )
+
+
+def _inflate(data: bytes, limit: int) -> bytes:
+    """zlib data inflated, failing past ``limit`` bytes; corrupt or cut data gives what came before."""
+    inflater = zlib.decompressobj()
+    parts: list[bytes] = []
+    size = 0
+    pending = data
+    try:
+        while pending and not inflater.eof:
+            part = inflater.decompress(pending, min(_INFLATE_STEP, limit + 1 - size))
+            parts.append(part)
+            size += len(part)
+            if size > limit:
+                raise _TooLarge
+            pending = inflater.unconsumed_tail
+    except zlib.error:
+        pass  # pdfminer reads what it can of a damaged stream too
+    return b"".join(parts)
+
+
+_INFLATE_STEP = 8 * 1024 * 1024
+
+
+class _TooLarge(Exception):
+    pass
+
+
+@functools.cache
+def _bounded_document(document_class: Any) -> Any:
+    """pdfminer's ``PDFDocument`` that never loops on a reference cycle and decodes within a budget.
+
+    pdfminer follows an object that is only a reference to another (``7 0 obj 6 0 R``) until it
+    finds something else, forever when the references go round, and inflates FlateDecode streams
+    whole, however large. Every object and stream is fetched through ``getobj``, so both are
+    bounded here: a reference cycle is null (as a reference to a missing object is), and streams
+    are inflated against the document's ``PDF_MAX_DECODED_BYTES``.
+    """
+    # pdfminer is the optional "pdf" extra, imported only when a PDF is loaded.
+    from pdfminer.pdfexceptions import PDFObjectNotFound
+    from pdfminer.pdftypes import LITERALS_FLATE_DECODE, PDFObjRef, PDFStream
+
+    class BoundedDocument(document_class):  # type: ignore[misc]
+        def __init__(self, parser: Any, password: str, budget: _Budget) -> None:
+            self.budget = budget  # before pdfminer reads the catalog, which may sit in a stream
+            super().__init__(parser, password=password)
+
+        def getobj(self, objid: int) -> object:
+            obj = super().getobj(objid)
+            seen = {objid}
+            while isinstance(obj, PDFObjRef):
+                if obj.objid in seen:
+                    return None
+                seen.add(obj.objid)
+                try:
+                    obj = super().getobj(obj.objid)
+                except PDFObjectNotFound:
+                    return None
+            if isinstance(obj, PDFStream) and obj.data is None:
+                # pdfminer decodes a stream when it first reads it (get_data -> self.decode()):
+                # this instance's decode is the bounded one.
+                obj.decode = functools.partial(_decode, obj, self.budget)  # type: ignore[method-assign]
+            return obj
+
+    def _decode(stream: Any, budget: _Budget) -> None:
+        data = stream.rawdata
+        if stream.decipher:
+            data = stream.decipher(stream.objid, stream.genno, data, stream.attrs)
+        filters = stream.get_filters()
+        plain = bool(filters)  # only FlateDecode without predictors: decoded here, once
+        try:
+            for name, params in filters:
+                if name not in LITERALS_FLATE_DECODE:
+                    plain = False
+                    break
+                data = _inflate(data, budget.remaining())
+                if params and "Predictor" in params:
+                    plain = False  # pdfminer applies it; it never makes the data longer
+                    break
+        except _TooLarge:
+            budget.decode(budget.remaining() + 1)
+        if plain:
+            stream.data, stream.rawdata = data, None
+        else:
+            PDFStream.decode(stream)
+        budget.decode(len(stream.data))
+
+    return BoundedDocument
 
 
 @functools.cache
@@ -143,7 +291,13 @@ def _stable_aggregator(aggregator: Any) -> Any:
         return float(width * height - a.width * a.height - b.width * b.height)
 
     class StablePage(LTPage):
+        max_boxes = 0  # set per page from the budget; 0: no limit
+
         def group_textboxes(self, laparams: Any, boxes: Any) -> list[Any]:
+            if self.max_boxes and len(boxes) > self.max_boxes:
+                # Grouping pairs every box with every other: too slow for this many. Read them
+                # top to bottom, left to right (pdfminer's order without layout analysis).
+                return sorted(boxes, key=_reading_key)
             serial = itertools.count()
             numbered = [(next(serial), box) for box in boxes]
             plane: Any = Plane(self.bbox)
@@ -174,12 +328,46 @@ def _stable_aggregator(aggregator: Any) -> Any:
             return list(plane)
 
     class StableAggregator(aggregator):  # type: ignore[misc]
+        budget: _Budget | None = None
+
         def begin_page(self, page: Any, ctm: Any) -> None:
             super().begin_page(page, ctm)
             plain: Any = getattr(self, "cur_item")  # noqa: B009 - the base class is untyped here
             self.cur_item = StablePage(plain.pageid, plain.bbox)
+            if self.budget is not None:
+                self.budget.new_page()
+                self.cur_item.max_boxes = self.budget.limits.pdf_max_layout_boxes
+
+        # What a page draws is counted, so forms drawn inside forms cannot multiply without end.
+        def begin_figure(self, *args: Any) -> None:
+            self._draw()
+            super().begin_figure(*args)
+
+        def render_char(self, *args: Any) -> Any:
+            self._draw()
+            return super().render_char(*args)
+
+        def render_image(self, *args: Any) -> None:
+            self._draw()
+            super().render_image(*args)
+
+        def paint_path(self, *args: Any) -> None:
+            self._draw()
+            super().paint_path(*args)
+
+        def _draw(self) -> None:
+            if self.budget is not None:
+                self.budget.draw()
 
     return StableAggregator
+
+
+def _reading_key(box: Any) -> tuple[int, float, float]:
+    from pdfminer.layout import LTTextBoxVertical  # the optional "pdf" extra
+
+    if isinstance(box, LTTextBoxVertical):
+        return (0, -box.x1, -box.y0)
+    return (1, -box.y0, box.x0)
 
 
 def _between(plane: Any, a: Any, b: Any) -> bool:
