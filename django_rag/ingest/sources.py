@@ -183,9 +183,10 @@ def load_source(
     if len(data) > max_bytes:
         outcome.reason, outcome.error = TOO_LARGE, f"more than --max-bytes {max_bytes} bytes"
         return outcome
-    if content_type.startswith("text/") and _looks_binary(data):
+    binary = _binary_kind(data) if content_type.startswith(("text/", "application/xhtml")) else ""
+    if binary:
         outcome.reason = BINARY_CONTENT
-        outcome.error = f"named as {content_type} but holds NUL bytes (binary data)"
+        outcome.error = f"named as {content_type} but holds {binary}"
         return outcome
     meta = {"source": path}
     try:
@@ -218,12 +219,29 @@ def _kind(mode: int) -> str:
     return "not a file"
 
 
-def _looks_binary(data: bytes) -> bool:
+# A file whose name says text but whose first bytes say otherwise (a PDF saved as .html, an image
+# or an archive renamed .txt) is not read as text: its bytes would be indexed as gibberish.
+_MAGIC = (
+    (b"%PDF-", "a PDF"),
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"GIF8", "a GIF image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"PK\x03\x04", "a zip archive"),
+    (b"\x1f\x8b", "gzip data"),
+    (b"\x7fELF", "an executable"),
+)
+
+
+def _binary_kind(data: bytes) -> str:
+    """What binary data a file named as text holds ("a PDF", "NUL bytes"), or "" if it looks like text."""
     head = data[:_SNIFF_BYTES]
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
     # UTF-16 and UTF-32 text is full of NUL bytes: the loader decodes it by its byte-order mark.
     if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf")):
-        return False
-    return b"\x00" in head
+        return ""
+    return "NUL bytes (binary data)" if b"\x00" in head else ""
 
 
 def ingest_sources(
