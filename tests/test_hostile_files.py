@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import io
+import random
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +208,13 @@ def test_a_lone_surrogate_becomes_a_replacement_character_and_a_pair_its_charact
 )
 def test_a_codec_that_is_not_a_charset_is_ignored(charset: str) -> None:
     assert decode_text(b"caf\\ud800 <", charset) == "caf\\ud800 <"
+
+
+def test_a_marked_section_html_parser_asserts_on_is_read_as_text() -> None:
+    [doc] = load_html("<p>a<![ b</p><![<p>c<![foo d", source_id="m")
+    assert doc.text == "a<![ b\n\n<![\n\nc<![foo d"
+    noise = random.Random(13).randbytes(64 * 1024)  # binary served as HTML: the same asserts, often
+    assert load_bytes(noise, content_type="text/html", source_id="n")
 
 
 def test_text_records_with_values_of_the_wrong_type_are_loader_errors() -> None:
