@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
@@ -25,8 +26,10 @@ from django_rag.ingest.chunking import split_text
 from django_rag.ingest.loaders import load_bytes, load_html, load_text
 from django_rag.ingest.loaders.base import clean_text, decode_text
 from django_rag.ingest.loaders.limits import LoaderLimits, loader_limits
+from django_rag.ingest.rows import document_for
 from django_rag.models import Document
 from tests import hostile as h
+from tests.mediaapp.models import Upload
 
 # --- fuzzing: hypothesis examples per target, each run in one confined child -------------------------
 
@@ -328,3 +331,21 @@ def test_a_folder_run_with_only_skips_exits_zero(tmp_path: Path) -> None:
         "kb/pdf-named.html": "binary-content",
     }
     assert "holds a PDF" in Document.objects.get(source_id="kb/pdf-named.html").error
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("name", "data", "holds"),
+    [
+        ("scan.txt", b"\x89PNG\r\n\x1a\n" + bytes(32), "a PNG image"),
+        ("report.html", h.good_pdf("A PDF in disguise."), "a PDF"),
+    ],
+)
+def test_an_upload_whose_extension_lies_is_skipped_as_binary_content(
+    committed: Any, name: str, data: bytes, holds: str
+) -> None:
+    with committed():
+        row = Upload.objects.create(file=ContentFile(data, name=name))
+    document = document_for(row)
+    assert (document.status, document.status_reason) == ("skipped", "binary-content")
+    assert f"holds {holds}" in document.error

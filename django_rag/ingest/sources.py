@@ -37,7 +37,7 @@ from ..types import (
     RagDocument,
     SyncResult,
 )
-from .loaders import get_loader, guess_content_type, load_bytes, load_pdf, load_web
+from .loaders import binary_kind, get_loader, guess_content_type, load_bytes, load_pdf, load_web
 from .pipeline import DEFAULT_BATCH_SIZE, IndexProgress, index_documents
 from .walk import Found, source_id_for, walk
 
@@ -54,7 +54,6 @@ __all__ = [
 
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
 _RECORD_BATCH = 500  # skip and failure records written per statement
-_SNIFF_BYTES = 8192
 
 
 @dataclass
@@ -183,7 +182,7 @@ def load_source(
     if len(data) > max_bytes:
         outcome.reason, outcome.error = TOO_LARGE, f"more than --max-bytes {max_bytes} bytes"
         return outcome
-    binary = _binary_kind(data) if content_type.startswith(("text/", "application/xhtml")) else ""
+    binary = binary_kind(data, content_type)
     if binary:
         outcome.reason = BINARY_CONTENT
         outcome.error = f"named as {content_type} but holds {binary}"
@@ -217,31 +216,6 @@ def _kind(mode: int) -> str:
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         return "a device"
     return "not a file"
-
-
-# A file whose name says text but whose first bytes say otherwise (a PDF saved as .html, an image
-# or an archive renamed .txt) is not read as text: its bytes would be indexed as gibberish.
-_MAGIC = (
-    (b"%PDF-", "a PDF"),
-    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
-    (b"GIF8", "a GIF image"),
-    (b"\xff\xd8\xff", "a JPEG image"),
-    (b"PK\x03\x04", "a zip archive"),
-    (b"\x1f\x8b", "gzip data"),
-    (b"\x7fELF", "an executable"),
-)
-
-
-def _binary_kind(data: bytes) -> str:
-    """What binary data a file named as text holds ("a PDF", "NUL bytes"), or "" if it looks like text."""
-    head = data[:_SNIFF_BYTES]
-    for magic, kind in _MAGIC:
-        if head.startswith(magic):
-            return kind
-    # UTF-16 and UTF-32 text is full of NUL bytes: the loader decodes it by its byte-order mark.
-    if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf")):
-        return ""
-    return "NUL bytes (binary data)" if b"\x00" in head else ""
 
 
 def ingest_sources(

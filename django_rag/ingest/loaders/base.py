@@ -11,6 +11,7 @@ from typing import Any
 from ...types import RagDocument
 
 __all__ = [
+    "binary_kind",
     "clean_text",
     "content_source_id",
     "decode_text",
@@ -120,3 +121,33 @@ def sniff_html_charset(data: bytes) -> str | None:
     """The charset an HTML document declares in a ``<meta>`` tag near its start, if any."""
     match = _CHARSET_RE.search(data[:4096])
     return match.group(1).decode("ascii") if match else None
+
+
+# A file whose name says text but whose first bytes say otherwise (a PDF saved as .html, an image
+# or an archive renamed .txt) is not to be read as text: its bytes would be indexed as gibberish.
+_MAGIC = (
+    (b"%PDF-", "a PDF"),
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"GIF8", "a GIF image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"PK\x03\x04", "a zip archive"),
+    (b"\x1f\x8b", "gzip data"),
+    (b"\x7fELF", "an executable"),
+)
+_SNIFF_BYTES = 8192
+_TEXT_TYPES = ("text/", "application/xhtml")
+
+
+def binary_kind(data: bytes, content_type: str) -> str:
+    """What binary data ``data``, named as ``content_type``, holds if that type is text ("a PDF",
+    "NUL bytes (binary data)"); "" when it looks like text or the type is not a text type."""
+    if not content_type.lower().startswith(_TEXT_TYPES):
+        return ""
+    head = data[:_SNIFF_BYTES]
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    # UTF-16 and UTF-32 text is full of NUL bytes: the loader decodes it by its byte-order mark.
+    if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf")):
+        return ""
+    return "NUL bytes (binary data)" if b"\x00" in head else ""
