@@ -226,6 +226,50 @@ def pdf_flate_bomb(gigabytes: int = 4) -> bytes:
     )
 
 
+def lzw_zero_bomb(repeats: int) -> bytes:
+    """LZW codes (as pdfminer reads them) for a run of zeros whose last code repeats: each repeat
+    of code 4095 spells 3,839 bytes in 12 bits."""
+    bits, nbits, table = [], 9, 258
+
+    def put(code: int) -> None:
+        bits.append(format(code, f"0{nbits}b"))
+
+    put(256)  # clear
+    put(0)
+    while table < 4096:
+        put(table)  # the entry being defined: the previous string plus its first byte
+        table += 1
+        nbits = {511: 10, 1023: 11, 2047: 12}.get(table, nbits)
+    put(4095)
+    joined = "".join(bits) + format(4095, "012b") * repeats
+    joined += "0" * (-len(joined) % 8)
+    return int(joined, 2).to_bytes(len(joined) // 8, "big")
+
+
+def pdf_lzw_bomb(gigabytes: int = 1) -> bytes:
+    """A content stream through FlateDecode then LZWDecode that claims ``gigabytes`` GiB."""
+    data = zlib.compress(lzw_zero_bomb(gigabytes * 1024**3 // 3839), 9)
+    return _one_stream_pdf(stream(data, b"/Filter [/FlateDecode /LZWDecode]"))
+
+
+def pdf_runlength_bomb(gigabytes: int = 1) -> bytes:
+    """RunLengthDecode turns two bytes into 128: ``gigabytes`` GiB of zeros, deflated first."""
+    data = zlib.compress(b"\x81\x00" * (gigabytes * 1024**3 // 128), 9)
+    return _one_stream_pdf(stream(data, b"/Filter [/FlateDecode /RunLengthDecode]"))
+
+
+def _one_stream_pdf(contents: bytes) -> bytes:
+    return pdf_file(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            page(2, 4, 5),
+            contents,
+            FONT,
+        ]
+    )
+
+
 def pdf_many_text_boxes(boxes: int = 6000) -> bytes:
     """One page with ``boxes`` scattered one-word text boxes (layout analysis pairs them up)."""
     ops = b"".join(
@@ -301,6 +345,8 @@ PDF_BOMBS: dict[str, Any] = {
     "title-cycle": pdf_title_cycle,
     "recursive-object-stream": pdf_recursive_object_stream,
     "flate-bomb": pdf_flate_bomb,
+    "lzw-bomb": pdf_lzw_bomb,
+    "runlength-bomb": pdf_runlength_bomb,
     "many-text-boxes": pdf_many_text_boxes,
     "form-bomb": pdf_form_bomb,
     "stacked-glyphs": pdf_stacked_glyphs,

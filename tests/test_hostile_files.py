@@ -72,6 +72,8 @@ PDF_CASES = {
     "title-cycle": (h.pdf_title_cycle, "documents", "1"),
     "recursive-object-stream": (h.pdf_recursive_object_stream, "documents", "0"),
     "flate-bomb": (h.pdf_flate_bomb, "loader-error", "decodes to more than 67108864 bytes"),
+    "lzw-bomb": (h.pdf_lzw_bomb, "loader-error", "decodes to more than 67108864 bytes"),
+    "runlength-bomb": (h.pdf_runlength_bomb, "loader-error", "decodes to more than 67108864 bytes"),
     "form-bomb": (h.pdf_form_bomb, "loader-error", "draws more than 5000 objects"),
     "many-text-boxes": (lambda: h.pdf_many_text_boxes(800), "documents", "1"),
     "stacked-glyphs": (lambda: h.pdf_stacked_glyphs(1000), "documents", "1"),

@@ -152,10 +152,13 @@ class _Budget:
     def decode(self, size: int) -> None:
         self.decoded += size
         if self.decoded > self.limits.pdf_max_decoded_bytes:
-            raise LoaderError(
-                f"PDF {self.label} decodes to more than {self.limits.pdf_max_decoded_bytes} bytes "
-                "(a compression bomb?; the limit is RAG['LOADERS']['PDF_MAX_DECODED_BYTES'])"
-            )
+            self.too_large()
+
+    def too_large(self) -> None:
+        raise LoaderError(
+            f"PDF {self.label} decodes to more than {self.limits.pdf_max_decoded_bytes} bytes "
+            "(a compression bomb?; the limit is RAG['LOADERS']['PDF_MAX_DECODED_BYTES'])"
+        )
 
     def remaining(self) -> int:
         return self.limits.pdf_max_decoded_bytes - self.decoded
@@ -204,6 +207,49 @@ def _inflate(data: bytes, limit: int) -> bytes:
 _INFLATE_STEP = 8 * 1024 * 1024
 
 
+def _unlzw(data: bytes, limit: int) -> bytes:
+    """LZW data decoded (pdfminer's decoder, fed code by code), failing past ``limit`` bytes."""
+    from pdfminer.lzw import CorruptDataError, LZWDecoder  # the optional "pdf" extra
+
+    decoder = LZWDecoder(io.BytesIO(data))
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        try:
+            code = decoder.readbits(decoder.nbits)
+        except EOFError:
+            break
+        try:
+            part = decoder.feed(code)
+        except (CorruptDataError, IndexError, TypeError):
+            break  # a damaged stream: what came before, as pdfminer does
+        parts.append(part)
+        size += len(part)
+        if size > limit:
+            raise _TooLarge
+    return b"".join(parts)
+
+
+def _unrunlength(data: bytes, limit: int) -> bytes:
+    """RunLengthDecode (PDF 1.7, 7.4.5), failing past ``limit`` bytes (one byte claims 128)."""
+    out = bytearray()
+    position, end = 0, len(data)
+    while position < end:
+        length = data[position]
+        position += 1
+        if length == 128:
+            break
+        if length < 128:
+            out += data[position : position + length + 1]
+            position += length + 1
+        elif position < end:
+            out += data[position : position + 1] * (257 - length)
+            position += 1
+        if len(out) > limit:
+            raise _TooLarge
+    return bytes(out)
+
+
 class _TooLarge(Exception):
     pass
 
@@ -219,8 +265,12 @@ def _bounded_document(document_class: Any) -> Any:
     are inflated against the document's ``PDF_MAX_DECODED_BYTES``.
     """
     # pdfminer is the optional "pdf" extra, imported only when a PDF is loaded.
+    from pdfminer import pdftypes
+    from pdfminer.ascii85 import ascii85decode, asciihexdecode
+    from pdfminer.ccitt import ccittfaxdecode
     from pdfminer.pdfexceptions import PDFObjectNotFound
-    from pdfminer.pdftypes import LITERALS_FLATE_DECODE, PDFObjRef, PDFStream
+    from pdfminer.pdftypes import PDFObjRef, PDFStream
+    from pdfminer.utils import apply_png_predictor, apply_tiff_predictor
 
     class BoundedDocument(document_class):  # type: ignore[misc]
         def __init__(self, parser: Any, password: str, budget: _Budget) -> None:
@@ -245,27 +295,54 @@ def _bounded_document(document_class: Any) -> Any:
             return obj
 
     def _decode(stream: Any, budget: _Budget) -> None:
+        # pdfminer's PDFStream.decode with every filter that expands bounded by the budget, and
+        # LZW without pdfminer's per-code debug log (it copies the whole code table every code).
         data = stream.rawdata
         if stream.decipher:
             data = stream.decipher(stream.objid, stream.genno, data, stream.attrs)
-        filters = stream.get_filters()
-        plain = bool(filters)  # only FlateDecode without predictors: decoded here, once
         try:
-            for name, params in filters:
-                if name not in LITERALS_FLATE_DECODE:
-                    plain = False
-                    break
-                data = _inflate(data, budget.remaining())
+            for name, params in stream.get_filters():
+                if name in pdftypes.LITERALS_FLATE_DECODE:
+                    data = _inflate(data, budget.remaining())
+                elif name in pdftypes.LITERALS_LZW_DECODE:
+                    data = _unlzw(data, budget.remaining())
+                elif name in pdftypes.LITERALS_RUNLENGTH_DECODE:
+                    data = _unrunlength(data, budget.remaining())
+                elif name in pdftypes.LITERALS_ASCII85_DECODE:
+                    data = ascii85decode(data)
+                elif name in pdftypes.LITERALS_ASCIIHEX_DECODE:
+                    data = asciihexdecode(data)
+                elif name in pdftypes.LITERALS_CCITTFAX_DECODE:
+                    data = ccittfaxdecode(data, params)
+                elif name in image_filters:
+                    pass  # left encoded, as pdfminer leaves them
+                else:
+                    raise pdftypes.PDFNotImplementedError(f"Unsupported filter: {name!r}")
                 if params and "Predictor" in params:
-                    plain = False  # pdfminer applies it; it never makes the data longer
-                    break
+                    data = _unpredict(data, params)
         except _TooLarge:
-            budget.decode(budget.remaining() + 1)
-        if plain:
-            stream.data, stream.rawdata = data, None
-        else:
-            PDFStream.decode(stream)
-        budget.decode(len(stream.data))
+            budget.too_large()
+        budget.decode(len(data))
+        stream.data, stream.rawdata = data, None
+
+    def _unpredict(data: bytes, params: Any) -> bytes:
+        predictor = pdftypes.int_value(params["Predictor"])
+        if predictor == 1:
+            return data
+        colors = pdftypes.int_value(params.get("Colors", 1))
+        columns = pdftypes.int_value(params.get("Columns", 1))
+        bits = pdftypes.int_value(params.get("BitsPerComponent", 8))
+        if predictor == 2:
+            return bytes(apply_tiff_predictor(colors, columns, bits, data))
+        if predictor >= 10:
+            return bytes(apply_png_predictor(predictor, colors, columns, bits, data))
+        raise pdftypes.PDFNotImplementedError(f"Unsupported predictor: {predictor!r}")
+
+    image_filters = {
+        *pdftypes.LITERALS_DCT_DECODE,
+        *pdftypes.LITERALS_JBIG2_DECODE,
+        *pdftypes.LITERALS_JPX_DECODE,
+    }
 
     return BoundedDocument
 
