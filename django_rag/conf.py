@@ -42,6 +42,8 @@ DEFAULTS: dict[str, Any] = {
     "ASYNC": True,
     "OUTBOUND": {},
     "MEDIA": {},
+    # Bounds on the work one file may cause in a loader (django_rag.ingest.loaders.limits).
+    "LOADERS": {},
     # HNSW ef_search for vector queries (pgvector's default is 40); raised to k when k is larger.
     "EF_SEARCH": 40,
     # pgvector's hnsw/ivfflat.iterative_scan for every PostgreSQL connection the site opens, so

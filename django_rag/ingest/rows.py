@@ -30,8 +30,8 @@ from ..models import Collection, Document
 from ..retry import is_transient
 from ..signals import document_indexed, document_removed, ingestion_failed, ingestion_skipped
 from ..stores import ALL_TENANTS, DocumentInfo, get_store
-from ..types import EMPTY_TEXT, TOO_LARGE, UNSUPPORTED_TYPE, IngestResult, RagDocument
-from .loaders import get_loader, guess_content_type, load_bytes, load_text
+from ..types import BINARY_CONTENT, EMPTY_TEXT, TOO_LARGE, UNSUPPORTED_TYPE, IngestResult, RagDocument
+from .loaders import binary_kind, get_loader, guess_content_type, load_bytes, load_text
 from .pipeline import index_documents
 from .registration import Registration, get_registration
 
@@ -254,6 +254,11 @@ def _load(registration: Registration, instance: Any) -> _Loaded:
     if size > limit or len(data) > limit:
         loaded.skip_reason = TOO_LARGE
         loaded.skip_detail = f"{name} is {max(size, len(data))} bytes; the limit is {limit}"
+        return loaded
+    binary = binary_kind(data, content_type)
+    if binary:
+        loaded.skip_reason = BINARY_CONTENT
+        loaded.skip_detail = f"{name} is named as {content_type} but holds {binary}"
         return loaded
     metadata = {"title": loaded.title, "source": name, **derived, **registration.metadata_for(instance)}
     loaded.docs = load_bytes(data, content_type=content_type, source_id=source_id, metadata=metadata)

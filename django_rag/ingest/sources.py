@@ -38,7 +38,7 @@ from ..types import (
     RagDocument,
     SyncResult,
 )
-from .loaders import get_loader, guess_content_type, load_bytes, load_pdf, load_web
+from .loaders import binary_kind, get_loader, guess_content_type, load_bytes, load_pdf, load_web
 from .pipeline import DEFAULT_BATCH_SIZE, IndexProgress, index_documents, reserved_prefixes
 from .walk import Found, source_id_for, walk
 
@@ -55,7 +55,6 @@ __all__ = [
 
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
 _RECORD_BATCH = 500  # skip and failure records written per statement
-_SNIFF_BYTES = 8192
 
 
 # A failed source whose id belongs to a registered model's rows (never recorded as a Document).
@@ -193,9 +192,10 @@ def load_source(
     if len(data) > max_bytes:
         outcome.reason, outcome.error = TOO_LARGE, f"more than --max-bytes {max_bytes} bytes"
         return outcome
-    if content_type.startswith("text/") and _looks_binary(data):
+    binary = binary_kind(data, content_type)
+    if binary:
         outcome.reason = BINARY_CONTENT
-        outcome.error = f"named as {content_type} but holds NUL bytes (binary data)"
+        outcome.error = f"named as {content_type} but holds {binary}"
         return outcome
     meta = {"source": path}
     try:
@@ -226,14 +226,6 @@ def _kind(mode: int) -> str:
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         return "a device"
     return "not a file"
-
-
-def _looks_binary(data: bytes) -> bool:
-    head = data[:_SNIFF_BYTES]
-    # UTF-16 and UTF-32 text is full of NUL bytes: the loader decodes it by its byte-order mark.
-    if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf")):
-        return False
-    return b"\x00" in head
 
 
 def ingest_sources(

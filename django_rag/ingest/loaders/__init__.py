@@ -8,7 +8,7 @@ the caller's ``metadata`` merged over them; ``tags`` go on every document.
 content type. Sites add types with ``register_loader``.
 """
 
-from .base import decode_text
+from .base import binary_kind, decode_text
 from .html import load_html
 from .pdf import load_pdf
 from .registry import (
@@ -24,6 +24,7 @@ from .web import load_web
 
 __all__ = [
     "BytesLoader",
+    "binary_kind",
     "decode_text",
     "get_loader",
     "guess_content_type",

@@ -11,6 +11,7 @@ from typing import Any
 from ...types import RagDocument
 
 __all__ = [
+    "binary_kind",
     "clean_text",
     "content_source_id",
     "decode_text",
@@ -23,6 +24,11 @@ __all__ = [
 _LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st"})
 # NUL cannot be stored in a PostgreSQL text column; zero-width characters only split words.
 _INVISIBLE = str.maketrans({"\x00": None, "\u200b": None, "\ufeff": None})
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# Python codecs that are not charsets: they read escapes or domain-name syntax out of the bytes
+# (unicode_escape turns the text "\\ud800" into a lone surrogate). A document naming one is
+# decoded as if it named none.
+_NOT_CHARSETS = frozenset({"unicode_escape", "raw_unicode_escape", "punycode", "idna"})
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
     (codecs.BOM_UTF32_BE, "utf-32"),
@@ -35,6 +41,9 @@ _BOMS = (
 def clean_text(text: str) -> str:
     """Normalise line endings, drop characters a database or an embedder chokes on, trim the ends."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if _SURROGATE.search(text):
+        # No UTF-8 (so no PostgreSQL text) holds a lone surrogate; a pair is the character it spells.
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     return text.translate(_INVISIBLE).translate(_LIGATURES).strip()
 
 
@@ -78,12 +87,12 @@ def decode_text(data: bytes, charset: str | None = None) -> str:
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             return data.decode(encoding, errors="replace")
-    candidates = [charset.strip().strip("\"'")] if charset else []
+    candidates = [charset.strip().strip("\"'")] if charset and _is_charset(charset) else []
     candidates.append("utf-8")
     for encoding in candidates:
         try:
             return data.decode(encoding)
-        except (LookupError, UnicodeDecodeError):
+        except (LookupError, UnicodeError, ValueError):
             continue
     try:
         from charset_normalizer import from_bytes  # requests depends on it, so it is normally there
@@ -97,6 +106,14 @@ def decode_text(data: bytes, charset: str | None = None) -> str:
     return data.decode("cp1252", errors="replace")
 
 
+def _is_charset(name: str) -> bool:
+    try:
+        codec = codecs.lookup(name.strip().strip("\"'"))
+    except (LookupError, ValueError):  # ValueError: a NUL in the name
+        return False
+    return codec.name.replace("-", "_") not in _NOT_CHARSETS
+
+
 _CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 
 
@@ -104,3 +121,33 @@ def sniff_html_charset(data: bytes) -> str | None:
     """The charset an HTML document declares in a ``<meta>`` tag near its start, if any."""
     match = _CHARSET_RE.search(data[:4096])
     return match.group(1).decode("ascii") if match else None
+
+
+# A file whose name says text but whose first bytes say otherwise (a PDF saved as .html, an image
+# or an archive renamed .txt) is not to be read as text: its bytes would be indexed as gibberish.
+_MAGIC = (
+    (b"%PDF-", "a PDF"),
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"GIF8", "a GIF image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"PK\x03\x04", "a zip archive"),
+    (b"\x1f\x8b", "gzip data"),
+    (b"\x7fELF", "an executable"),
+)
+_SNIFF_BYTES = 8192
+_TEXT_TYPES = ("text/", "application/xhtml")
+
+
+def binary_kind(data: bytes, content_type: str) -> str:
+    """What binary data ``data``, named as ``content_type``, holds if that type is text ("a PDF",
+    "NUL bytes (binary data)"); "" when it looks like text or the type is not a text type."""
+    if not content_type.lower().startswith(_TEXT_TYPES):
+        return ""
+    head = data[:_SNIFF_BYTES]
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    # UTF-16 and UTF-32 text is full of NUL bytes: the loader decodes it by its byte-order mark.
+    if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf")):
+        return ""
+    return "NUL bytes (binary data)" if b"\x00" in head else ""

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from html.parser import HTMLParser
 from typing import Any
 
+from ...exceptions import LoaderError
 from ...types import RagDocument
 from .base import clean_text, make_document
 
@@ -36,7 +37,9 @@ VOID_TAGS = frozenset({
     "track", "wbr"
 })
 # fmt: on
-_SPACE = re.compile(r"[ \t\n\r\f\v\xa0]+")
+# Runs of whitespace that collapse to one space; a lone " " already is one (most of any text, so
+# matching it too would make a 20 MB page take seconds for no change).
+_SPACE = re.compile(r"[ \t\n\r\f\v\xa0]{2,}|[\t\n\r\f\v\xa0]")
 
 
 class _TextExtractor(HTMLParser):
@@ -149,21 +152,37 @@ def _is_chrome(tag: str, attributes: Mapping[str, str]) -> bool:
     return tag == "a" and "headerlink" in attributes.get("class", "").split()
 
 
+_MARKED_SECTION = re.compile(r"<!\[(?!CDATA\[)")
+
+
+def _parse(html: str) -> _TextExtractor:
+    parser = _TextExtractor()
+    parser.feed(html)
+    parser.close()
+    return parser
+
+
 def _collapse(text: str) -> str:
     return _SPACE.sub(" ", text).strip()
 
 
 def html_to_text(html: str) -> tuple[str, dict[str, str]]:
     """Readable text of ``html`` and what it says about itself (``title``, ``language``)."""
-    parser = _TextExtractor()
-    parser.feed(html)
-    parser.close()
+    try:
+        parser = _parse(html)
+    except AssertionError:
+        # html.parser (before Python 3.13.4) asserts on a "<![" not followed by a keyword it
+        # knows, e.g. "<![ x" or binary data; browsers read it as a bogus comment. Make it text.
+        parser = _parse(_MARKED_SECTION.sub("&lt;![", html))
     text = clean_text(parser.result())
     info: dict[str, str] = {}
-    if parser.title or parser.h1:
-        info["title"] = parser.title or parser.h1
-    if parser.language:
-        info["language"] = parser.language
+    # Metadata goes to a JSONB column, which refuses NUL and lone surrogates as text does.
+    title = clean_text(parser.title or parser.h1)
+    if title:
+        info["title"] = title
+    language = clean_text(parser.language)
+    if language:
+        info["language"] = language
     return text, info
 
 
@@ -180,7 +199,10 @@ def load_html(
     ``metadata["title"]`` comes from ``<title>`` (or the first ``<h1>``), ``metadata["language"]``
     from ``<html lang>``; ``base_url`` (the page's address, when known) becomes ``metadata["source"]``.
     """
-    text, info = html_to_text(html)
+    try:
+        text, info = html_to_text(html)
+    except AssertionError as exc:  # html.parser's way of saying it cannot go on; see html_to_text
+        raise LoaderError(f"HTML {source_id!r} cannot be parsed: {exc}") from exc
     if not text:
         return []
     derived = {"source": base_url or source_id, "loader": "html", "content_type": "text/html", **info}

@@ -15,6 +15,8 @@ from typing import IO, Any
 from ...exceptions import ConfigurationError, LoaderError
 from ...types import RagDocument
 from .base import clean_text, content_source_id, make_document
+from .limits import loader_limits
+from .pdfbounds import Budget, bounded_document
 
 __all__ = ["PAGE_BREAK", "PdfInput", "load_pdf"]
 
@@ -97,29 +99,43 @@ def _extract(data: bytes, label: str, password: str | None) -> tuple[str | None,
     except ImportError as exc:
         raise ConfigurationError(INSTALL_HINT) from exc
 
+    limits = loader_limits()
+    budget = Budget(limits, label)
     try:
-        document = PDFDocument(PDFParser(io.BytesIO(data)), password=password or "")
+        document = bounded_document(PDFDocument)(PDFParser(io.BytesIO(data)), password or "", budget)
     except PDFPasswordIncorrect as exc:
         if password:
             raise LoaderError(f"wrong password for PDF {label}") from exc
         raise LoaderError(f"PDF {label} is encrypted; pass password=...") from exc
+    except LoaderError:
+        raise
     except Exception as exc:
         # pdfminer raises a zoo of exceptions (PSEOF, KeyError, TypeError...) on broken files;
         # callers should only ever have to catch LoaderError.
         raise LoaderError(f"PDF {label} is malformed or unreadable: {exc or type(exc).__name__}") from exc
 
     try:
+        listed = list(itertools.islice(PDFPage.create_pages(document), limits.pdf_max_pages + 1))
+        if len(listed) > limits.pdf_max_pages:
+            raise LoaderError(
+                f"PDF {label} has more than {limits.pdf_max_pages} pages "
+                "(the limit is RAG['LOADERS']['PDF_MAX_PAGES'])"
+            )
         resources = PDFResourceManager()
         device = _stable_aggregator(PDFPageAggregator)(resources, laparams=LAParams())
+        device.budget = budget
         interpreter = PDFPageInterpreter(resources, device)
         pages = []
-        for page in PDFPage.create_pages(document):
+        for page in listed:
             interpreter.process_page(page)
             boxes = [item.get_text() for item in device.get_result() if isinstance(item, LTTextContainer)]
             pages.append(_clean_page(boxes))
+        title = _title(document)
+    except LoaderError:
+        raise
     except Exception as exc:
         raise LoaderError(f"PDF {label} could not be read: {exc or type(exc).__name__}") from exc
-    return _title(document), pages
+    return title, pages
 
 
 @functools.cache
@@ -143,7 +159,13 @@ def _stable_aggregator(aggregator: Any) -> Any:
         return float(width * height - a.width * a.height - b.width * b.height)
 
     class StablePage(LTPage):
+        max_boxes = 0  # set per page from the budget; 0: no limit
+
         def group_textboxes(self, laparams: Any, boxes: Any) -> list[Any]:
+            if self.max_boxes and len(boxes) > self.max_boxes:
+                # Grouping pairs every box with every other: too slow for this many. Read them
+                # top to bottom, left to right (pdfminer's order without layout analysis).
+                return sorted(boxes, key=_reading_key)
             serial = itertools.count()
             numbered = [(next(serial), box) for box in boxes]
             plane: Any = Plane(self.bbox)
@@ -174,12 +196,46 @@ def _stable_aggregator(aggregator: Any) -> Any:
             return list(plane)
 
     class StableAggregator(aggregator):  # type: ignore[misc]
+        budget: Budget | None = None
+
         def begin_page(self, page: Any, ctm: Any) -> None:
             super().begin_page(page, ctm)
             plain: Any = getattr(self, "cur_item")  # noqa: B009 - the base class is untyped here
             self.cur_item = StablePage(plain.pageid, plain.bbox)
+            if self.budget is not None:
+                self.budget.new_page()
+                self.cur_item.max_boxes = self.budget.limits.pdf_max_layout_boxes
+
+        # What a page draws is counted, so forms drawn inside forms cannot multiply without end.
+        def begin_figure(self, *args: Any) -> None:
+            self._draw()
+            super().begin_figure(*args)
+
+        def render_char(self, *args: Any) -> Any:
+            self._draw()
+            return super().render_char(*args)
+
+        def render_image(self, *args: Any) -> None:
+            self._draw()
+            super().render_image(*args)
+
+        def paint_path(self, *args: Any) -> None:
+            self._draw()
+            super().paint_path(*args)
+
+        def _draw(self) -> None:
+            if self.budget is not None:
+                self.budget.draw()
 
     return StableAggregator
+
+
+def _reading_key(box: Any) -> tuple[int, float, float]:
+    from pdfminer.layout import LTTextBoxVertical  # the optional "pdf" extra
+
+    if isinstance(box, LTTextBoxVertical):
+        return (0, -box.x1, -box.y0)
+    return (1, -box.y0, box.x0)
 
 
 def _between(plane: Any, a: Any, b: Any) -> bool:

@@ -76,6 +76,13 @@ def _as_record(item: object, position: int) -> Mapping[str, Any]:
             )
         if not isinstance(item.get("text"), str):
             raise LoaderError(f"text record #{position} needs a 'text' string")
+        if item.get("source_id") is not None and not isinstance(item["source_id"], str):
+            raise LoaderError(f"text record #{position}: 'source_id' must be a string")
+        if item.get("metadata") is not None and not isinstance(item["metadata"], Mapping):
+            raise LoaderError(f"text record #{position}: 'metadata' must be a dict")
+        tags = item.get("tags")
+        if tags is not None and (isinstance(tags, str) or not isinstance(tags, Iterable)):
+            raise LoaderError(f"text record #{position}: 'tags' must be a list of strings")
         return item
     raise LoaderError(f"load_text() takes strings or records, not {type(item).__name__} (item #{position})")
 

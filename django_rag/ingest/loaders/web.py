@@ -8,10 +8,10 @@ from urllib.parse import urlsplit
 
 from ...exceptions import LoaderError
 from ...types import RagDocument
-from ..outbound import OutboundPolicy, guarded_fetch
+from ..outbound import FetchResult, OutboundPolicy, guarded_fetch
 from .registry import get_loader, guess_content_type, load_bytes
 
-__all__ = ["load_web"]
+__all__ = ["load_fetched", "load_web"]
 
 
 def load_web(
@@ -30,6 +30,17 @@ def load_web(
     an error status or a content type no loader handles.
     """
     result = guarded_fetch(url, policy=policy)
+    return load_fetched(result, source_id=source_id or url, metadata=metadata, tags=tags)
+
+
+def load_fetched(
+    result: FetchResult,
+    *,
+    source_id: str,
+    metadata: Mapping[str, Any] | None = None,
+    tags: Iterable[str] | None = None,
+) -> list[RagDocument]:
+    """The documents of a fetched response (``load_web`` after the fetch): the body by its type."""
     if not result.ok:
         raise LoaderError(f"GET {result.final_url} returned HTTP {result.status}")
     # A missing or generic type says nothing; the file extension in the URL may.
@@ -44,7 +55,7 @@ def load_web(
     return load_bytes(
         result.content,
         content_type=content_type,
-        source_id=source_id or url,
+        source_id=source_id,
         charset=result.encoding,
         base_url=result.final_url,
         metadata={**derived, **(metadata or {})},
