@@ -285,7 +285,7 @@ def test_environment_proxies_are_ignored(server: LoopbackServer, monkeypatch: py
 
 def _certificate(tmp_path: Path, hostname: str) -> tuple[Path, Path, Path]:
     """A throwaway CA and a server certificate for ``hostname`` signed by it."""
-    x509 = pytest.importorskip("cryptography.x509")
+    from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
