@@ -122,7 +122,8 @@ TRICKY = [
     "The THE tHe the. DNA-binding, NF-\u03baB (p<0.05); 3.5\u00b5m",
     "K\u212a \u0130stanbul caf\u00e9;\u0301x (\u00b5) a\u00a0b Greek\u037equestion",
     "\uff08\u5168\u89d2\uff09\u3002\u201cquoted\u201d \u2014 dash\u2026 end.",
-    "\u00e9" * 120 + " " + "Ab" * 80,
+    "\u00e9" * 120 + " " + "Ab" * 80 + " " + "x1" * 50 + " " + "qzxv" * 5,
+    "unaffable ##able telecommunications 1234567890123 xylophonist deoxyribonucleic zzzzqqq",
 ]
 
 
