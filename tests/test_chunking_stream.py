@@ -11,6 +11,7 @@ import random
 import pytest
 
 from django_rag.embedders.local import LocalEmbedder
+from django_rag.ingest import chunking
 from django_rag.ingest.chunking import MAX_COUNT_CHARS, iter_chunks, split_text
 
 
@@ -118,14 +119,62 @@ TRICKY = [
     "emoji 😀 ok",
     "line\u2028separator",
     "MCM2\u20137 hexamers (\u2265 3.5 \u00b5m)",
+    "The THE tHe the. DNA-binding, NF-\u03baB (p<0.05); 3.5\u00b5m",
+    "K\u212a \u0130stanbul caf\u00e9;\u0301x (\u00b5) a\u00a0b Greek\u037equestion",
+    "\uff08\u5168\u89d2\uff09\u3002\u201cquoted\u201d \u2014 dash\u2026 end.",
+    "\u00e9" * 120 + " " + "Ab" * 80 + " " + "x1" * 50 + " " + "qzxv" * 5,
+    "unaffable ##able telecommunications 1234567890123 xylophonist deoxyribonucleic zzzzqqq",
 ]
 
 
 def test_the_batch_counter_agrees_with_the_tokenizer_exactly(local: LocalEmbedder) -> None:
     texts = [*TRICKY, article(30)]
     texts += [" ".join(random.Random(i).sample(TRICKY + article(3).split(), 12)) for i in range(50)]
-    assert local.count_tokens_batch(texts) == [local.count_tokens(t) for t in texts]
+    expected = [local.count_tokens(t) for t in texts]
+    assert local.count_tokens_batch(texts) == expected
+    assert local.count_tokens_batch(texts) == expected  # again, every word remembered
+    assert [local.count_tokens_batch([t])[0] for t in texts] == expected
     assert local.tokens_add_up
+
+
+def varied_text() -> str:
+    """Paragraphs short and long, of one line and of several, in English, French and Japanese,
+    some in title case, with odd sentence ends, over three pages."""
+    rng = random.Random(11)
+    english = article(12, seed=5).split("\n\n")
+    french = [
+        "Le caf\u00e9 \u00e9tait fort\u2026 \u00ab Vraiment ? \u00bb Oui !",
+        "L\u2019\u00e9t\u00e9 finit.",
+    ]
+    odd = ['He said "stop." Then left.)', "Wait... what?! (Really.) Yes.", "v1.2.3 is out.Next line"]
+    japanese = ["\u65e5\u672c\u8a9e\u306e\u6587\u3067\u3059\u3002\u6b21\u306e\u6587\uff01" * 9]
+    blocks = []
+    for _ in range(45):
+        kind = rng.choice([english, english, french, odd, japanese])
+        lines = [" ".join(rng.choices(kind, k=rng.randint(1, 4))) for _ in range(rng.randint(1, 3))]
+        block = "\n".join(lines)
+        blocks.append(block.title() if rng.random() < 0.2 else block)
+    pages = ["\n\n".join(blocks[i : i + 15]) for i in range(0, 45, 15)]
+    return "\f".join(pages)
+
+
+@pytest.mark.parametrize(("size", "overlap"), [(128, 16), (256, 32), (64, 40)])
+def test_summing_the_local_counts_gives_the_chunks_counting_every_chunk_gives(
+    local: LocalEmbedder, size: int, overlap: int
+) -> None:
+    # The fast path (pieces counted once, in batches, and summed) against the plain one (every
+    # piece and every chunk counted by the tokenizer itself): the same chunks, the same counts.
+    text = varied_text()
+    fast = split_text(
+        text,
+        chunk_size=size,
+        chunk_overlap=overlap,
+        token_counter=local.count_tokens,
+        batch_counter=local.count_tokens_batch,
+        additive=local.tokens_add_up,
+    )
+    assert fast == split_text(text, chunk_size=size, chunk_overlap=overlap, token_counter=local.count_tokens)
+    assert all(c.token_count == local.count_tokens(c.content) for c in fast)
 
 
 def test_chunks_counted_with_the_local_tokenizer_fit_the_model(local: LocalEmbedder) -> None:
@@ -140,3 +189,43 @@ def test_chunks_counted_with_the_local_tokenizer_fit_the_model(local: LocalEmbed
     )
     assert all(0 < c.token_count == local.count_tokens(c.content) <= 128 for c in chunks)
     assert all(text[c.char_start : c.char_end] == c.content for c in chunks)
+
+
+def test_the_last_sentences_found_from_the_end_are_those_a_scan_from_the_start_finds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The overlap looks for sentence ends in a window at the end of the previous chunk, grown as
+    # needed; a window of a few characters puts its edge inside separators again and again.
+    monkeypatch.setattr(chunking, "_TAIL_CHARS", 3)
+    rng = random.Random(5)
+    parts = [
+        "word",
+        "Word",
+        ".",
+        "...",
+        "?!",
+        '"',
+        ")",
+        "\u3002",
+        "\uff01",
+        "\u2026",
+        " ",
+        "  ",
+        "\n",
+        "\u3000",
+    ]
+    for _ in range(300):
+        text = "".join(rng.choices(parts, k=rng.randint(1, 60)))
+        start = rng.randrange(len(text))
+        end = rng.randint(start + 1, len(text))
+        splitter = chunking._Splitter(text, 1000, 999, words, lambda texts: [words(t) for t in texts], True)
+        scanned = list(splitter._cuts(2, start, end))
+        for budget in (0, 1, 3, 10):
+            found = splitter._last_sentences(chunking._Piece(start, end, -1, 2), budget)
+            spans = [(p.start, p.end) for p in found]
+            if len(scanned) == 1:
+                assert found == []
+                continue
+            assert spans == scanned[len(scanned) - len(spans) :]
+            assert [p.tokens for p in found] == [words(text[a:b]) for a, b in spans]
+            assert sum(p.tokens for p in found) > budget or spans == scanned

@@ -5,14 +5,19 @@ A ``tokenizers`` encode builds ids, offsets, masks and strings for every token, 
 on the project's 2-core machines, slower than the chunker has to be. A BERT tokenizer
 (``BertNormalizer`` that lowercases, ``BertPreTokenizer``, ``WordPiece``: MiniLM, BGE, e5...)
 splits text at whitespace and around every punctuation character before WordPiece sees it, so
-a text's count is the number of its punctuation characters plus, for each run of letters and
-digits, that word's WordPiece count, which repeats: words are counted once by the tokenizer
-itself (in batches) and remembered.
+a text's count is the number of its ASCII punctuation characters plus, for each run of other
+characters between ASCII whitespace and punctuation, that word's count, which repeats: words
+are counted once and remembered, ASCII ones by WordPiece on the model's vocabulary (here, much
+faster than a call), others by the tokenizer itself (in batches). A word may hold any other
+character (an accent, CJK, a symbol, a non-ASCII space or punctuation mark): the tokenizer
+counts it as written, splitting it further where it must, and nothing it does inside a word
+(lowercasing, stripping accents, deleting a zero-width space) reaches across ASCII whitespace
+or punctuation.
 
-Only what this shortcut is exact for takes it: ASCII words of text without control characters
-or the tokenizer's added tokens (``[CLS]`` typed in a document is one token to the tokenizer).
-Everything else (words with accents, CJK, a text holding a control character) is counted by the
-tokenizer, in one batch per call.
+Only what this shortcut is exact for takes it: texts without control characters (which BERT
+deletes, joining what they separate) or the tokenizer's added tokens (``[CLS]`` typed in a
+document is one token to the tokenizer); those are counted by the tokenizer whole, in one batch
+per call.
 """
 
 from __future__ import annotations
@@ -20,35 +25,49 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Sequence
+import string
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = ["WordPieceCounter"]
 
-# What BERT's pre-tokenizer makes of lowercased ASCII: runs of letters and digits, and each
-# punctuation character (every printable character but letters and digits) on its own.
-_UNIT = re.compile(r"[a-z0-9]+|[!-/:-@\[-`{-~]")
+# What BERT's pre-tokenizer makes of text, in UTF-8 bytes (counted and translated in C): each
+# ASCII punctuation character (every printable one but letters and digits) is a token; blanked
+# out, with ASCII letters lowercased (as BertNormalizer does, so "The" and "the" are one word),
+# what is left splits at ASCII whitespace into the words.
+_PUNCTUATION = bytes(c for c in range(0x21, 0x7F) if not chr(c).isalnum())
+_WORDS_ONLY = bytes.maketrans(
+    string.ascii_uppercase.encode() + _PUNCTUATION, string.ascii_lowercase.encode() + b" " * len(_PUNCTUATION)
+)
 # Characters BertNormalizer deletes (control characters but \t \n \r) that Python may treat as
-# whitespace or as part of a word, so the shortcut would split differently: leave such texts
-# to the tokenizer.
+# whitespace: leave texts holding one to the tokenizer.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-# A whitespace-separated run holding a non-ASCII character (whitespace as Python and BERT both
-# see it, once the control characters above are ruled out).
-_NON_ASCII_RUN = re.compile(r"\S*[^\x00-\x7f]\S*")
-_CACHE_LIMIT = 500_000  # distinct words remembered, about 60 MB at most
-_LONGEST_CACHED = 100
+_WORDPIECE_OPTIONS = ("vocab", "continuing_subword_prefix", "max_input_chars_per_word")
+_CACHE_LIMIT = 500_000  # words remembered, about 60 MB at most
+_LONGEST_CACHED = 100  # bytes
+
+
+def _units(text: str) -> tuple[int, list[bytes]]:
+    """The number of ASCII punctuation characters of ``text``, and its words (see the module)."""
+    raw = text.encode("utf-8", "surrogatepass")
+    return len(raw) - len(raw.translate(None, _PUNCTUATION)), raw.translate(_WORDS_ONLY).split()
 
 
 class WordPieceCounter:
     """Content-token counts (no special tokens) of a BERT-style ``tokenizers.Tokenizer``."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, model: Mapping[str, Any]) -> None:
         self.tokenizer = tokenizer
+        # The WordPiece model (tokenizer.json's "model"), to count new ASCII words without it.
+        self.vocab = frozenset(model["vocab"])
+        self.longest = max(map(len, self.vocab))
+        self.prefix: str = model["continuing_subword_prefix"]
+        self.max_chars: int = model["max_input_chars_per_word"]
         self.added = [
             token.content for token in tokenizer.get_added_tokens_decoder().values() if token.content
         ]
         self.added_starts = sorted({token[0] for token in self.added})  # "[" for BERT's [CLS], [SEP]...
-        self.words: dict[str, int] = {}
+        self.words: dict[bytes, int] = {}  # UTF-8, ASCII letters lowercased
 
     @classmethod
     def for_tokenizer(cls, tokenizer: Any) -> WordPieceCounter | None:
@@ -58,65 +77,79 @@ class WordPieceCounter:
         except Exception:  # a tokenizer that cannot describe itself gets no shortcut
             return None
         normalizer = config.get("normalizer") or {}
+        model = config.get("model") or {}
         bert = (
             normalizer.get("type") == "BertNormalizer"
             and normalizer.get("lowercase") is True
             and normalizer.get("clean_text") is True
             and (config.get("pre_tokenizer") or {}).get("type") == "BertPreTokenizer"
-            and (config.get("model") or {}).get("type") == "WordPiece"
+            and model.get("type") == "WordPiece"
+            and all(key in model for key in _WORDPIECE_OPTIONS)
         )
-        return cls(tokenizer) if bert else None
+        return cls(tokenizer, model) if bert else None
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        slow: list[str] = []  # texts or whitespace-separated runs the tokenizer counts itself
-        slow_owner: list[int] = []
         blob = "".join(texts)
-        if blob.isascii() and not _CONTROL.search(blob) and not self._has_added_token(blob):
-            found = [_UNIT.findall(text.lower()) for text in texts]  # the common case, at C speed
-        else:
-            found = []
-            suspect = bool(_CONTROL.search(blob)) or self._has_added_token(blob)
-            for i, text in enumerate(texts):
-                if suspect and (_CONTROL.search(text) or self._has_added_token(text)):
-                    slow.append(text)
-                    slow_owner.append(i)
-                    found.append([])
-                    continue
-                if not text.isascii():
-                    # Words with a non-ASCII character go to the tokenizer; the rest stays here.
-                    runs = _NON_ASCII_RUN.findall(text)
-                    slow += runs
-                    slow_owner += [i] * len(runs)
-                    text = _NON_ASCII_RUN.sub(" ", text)
-                found.append(_UNIT.findall(text.lower()))
-        get = self.words.__getitem__
-        try:
-            counts = [sum(map(get, words)) for words in found]
-        except KeyError:  # words not seen yet: learn the batch's, in one call to the tokenizer
-            self._learn(set(itertools.chain.from_iterable(found)).difference(self.words))
-            try:
-                counts = [sum(map(get, words)) for words in found]
-            except KeyError:  # a word too long to remember
-                counts = [sum(self.words.get(w) or self._count_long(w) for w in words) for words in found]
+        if not _CONTROL.search(blob) and not self._has_added_token(blob):
+            return self._count_units([_units(text) for text in texts])  # the common case
+        # Texts the shortcut is not exact for are counted by the tokenizer whole, the rest here.
+        slow = {i for i, text in enumerate(texts) if _CONTROL.search(text) or self._has_added_token(text)}
+        counts = self._count_units([(0, []) if i in slow else _units(text) for i, text in enumerate(texts)])
         if slow:
-            for i, encoding in zip(
-                slow_owner, self.tokenizer.encode_batch(slow, add_special_tokens=False), strict=True
-            ):
+            order = sorted(slow)
+            encodings = self.tokenizer.encode_batch([texts[i] for i in order], add_special_tokens=False)
+            for i, encoding in zip(order, encodings, strict=True):
                 counts[i] += len(encoding.ids)
         return counts
+
+    def _count_units(self, units: list[tuple[int, list[bytes]]]) -> list[int]:
+        get = self.words.__getitem__
+        try:
+            return [punctuation + sum(map(get, words)) for punctuation, words in units]
+        except KeyError:  # words not seen yet: learn the batch's
+            pass
+        keys = set(itertools.chain.from_iterable(words for _, words in units))
+        unknown = keys.difference(self.words)
+        if len(self.words) + len(unknown) > _CACHE_LIMIT:
+            self.words.clear()  # bounded memory; the next batches learn the common words again
+            unknown = keys
+        learned = self._learn(unknown)
+        self.words.update((word, n) for word, n in learned.items() if len(word) <= _LONGEST_CACHED)
+        try:
+            return [punctuation + sum(map(get, words)) for punctuation, words in units]
+        except KeyError:  # a word too long to remember
+            known = self.words
+            return [
+                punctuation + sum(learned[word] if word in learned else known[word] for word in words)
+                for punctuation, words in units
+            ]
+
+    def _learn(self, words: set[bytes]) -> dict[bytes, int]:
+        """Counts of new words: ASCII ones (lowercase letters and digits, which the normalizer
+        leaves alone) by WordPiece here, ten times faster than a call; others by the tokenizer."""
+        learned = {word: self._wordpiece(word.decode()) for word in words if word.isascii()}
+        others = [word for word in words if not word.isascii()]
+        if others:
+            texts = [word.decode("utf-8", "surrogatepass") for word in others]
+            encodings = self.tokenizer.encode_batch(texts, add_special_tokens=False)
+            learned.update(zip(others, (len(e.ids) for e in encodings), strict=True))
+        return learned
+
+    def _wordpiece(self, word: str) -> int:
+        """Tokens of ``word`` by WordPiece's greedy longest-match-first, as ``tokenizers`` does it."""
+        if len(word) > self.max_chars:
+            return 1  # [UNK]
+        start = count = 0
+        while start < len(word):
+            for end in range(min(len(word), start + self.longest), start, -1):
+                if (word[start:end] if start == 0 else self.prefix + word[start:end]) in self.vocab:
+                    break
+            else:
+                return 1  # a part no entry matches: the whole word is [UNK]
+            start = end
+            count += 1
+        return count
 
     def _has_added_token(self, text: str) -> bool:
         # A character test first: most texts hold no "[" at all.
         return any(c in text for c in self.added_starts) and any(token in text for token in self.added)
-
-    def _learn(self, unknown: set[str]) -> None:
-        fresh = [word for word in unknown if len(word) <= _LONGEST_CACHED]
-        if not fresh:
-            return
-        if len(self.words) + len(fresh) > _CACHE_LIMIT:
-            self.words.clear()  # bounded memory; the next batches learn the common words again
-        encodings = self.tokenizer.encode_batch(fresh, add_special_tokens=False)
-        self.words.update(zip(fresh, (len(e.ids) for e in encodings), strict=True))
-
-    def _count_long(self, word: str) -> int:
-        return len(self.tokenizer.encode(word, add_special_tokens=False).ids)

@@ -12,8 +12,9 @@ whitespace, and equals ``text[chunk.char_start:chunk.char_end]``.
 Streaming: :func:`iter_chunks` walks the text once, finding separators lazily and counting
 pieces in batches of about ``BATCH_CHARS`` characters; only pieces over the budget are cut and
 counted again, one level finer, and a piece longer than ``MAX_COUNT_CHARS`` is cut before it is
-counted. So every character is counted a bounded number of times (time linear in the text) and
-the splitter holds a batch and the chunk being built, never the whole text's tokens.
+counted; the overlap's sentences are looked for only at the end of the previous chunk. So every
+character is counted a bounded number of times (time linear in the text) and the splitter holds
+a batch and the chunk being built, never the whole text's tokens.
 
 Token counting uses tiktoken's ``cl100k_base`` when it is installed and its data loads
 (offline: from tiktoken's cache). Otherwise :func:`estimate_tokens` counts one token per four
@@ -22,10 +23,12 @@ ASCII characters (rounded up) plus one per non-ASCII character. Either way pass
 call, e.g. ``LocalEmbedder.count_tokens_batch``) to count faster. Counts of pieces are taken
 less the per-text overhead (special tokens: ``token_counter("")``). With ``additive=True`` (the
 counter's counts add up at separators, which all end in whitespace: true of WordPiece
-tokenizers such as MiniLM's, and of word counts) a chunk's count is the sum of its pieces' and
-nothing is counted twice; otherwise (tiktoken, the estimate) a span is counted whole before a
-chunk is closed, and every chunk is counted once more for its ``token_count``. The budget holds
-exactly for additive and subadditive counters; ``token_count`` is always the real count.
+tokenizers such as MiniLM's, and of word counts) a chunk's count is the sum of its pieces',
+paragraphs and lines are counted whole and summed, and little is counted twice (a line over the
+budget when it looked like it would fit, the overlap's last sentences); otherwise (tiktoken, the
+estimate) a span is counted whole before a chunk is closed, and every chunk is counted once more
+for its ``token_count``. The budget holds exactly for additive and subadditive counters;
+``token_count`` is always the real count.
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ BATCH_CHARS = 64 * 1024
 MAX_COUNT_CHARS = 64 * 1024
 # Chunks whose exact count is taken in one batch call before they are yielded.
 _EMIT_BATCH = 32
+# Characters at the end of a chunk's last piece searched first for the sentences of the overlap.
+_TAIL_CHARS = 256
 
 TokenCounter = Callable[[str], int]
 BatchCounter = Callable[[Sequence[str]], list[int]]
@@ -83,6 +88,11 @@ _SEPARATORS = (
 )
 _SENTENCE_LEVEL = 2
 _HARD_LEVEL = len(_SEPARATORS)
+
+
+# A paragraph's span and its lines', each with the spans it is counted in: itself, or its
+# sentences when it looks too long to fit.
+_Paragraph = tuple[int, int, list[tuple[int, int, list[tuple[int, int]]]]]
 
 
 class _Piece(NamedTuple):
@@ -147,8 +157,9 @@ class _Splitter:
         self.batch = batch
         self.overhead = count("")  # special tokens every counted text carries ([CLS], [SEP])
         self.additive = additive
-        # Additive counters: counts of the recent lines and sentences, by span, for the overlap.
-        self.known: dict[tuple[int, int], int] = {}
+        # Characters and tokens of the paragraphs counted so far: how long a line may be and fit.
+        self.chars_seen = 0
+        self.tokens_seen = 0
 
     # --- cutting text into pieces within the budget ------------------------------------------
 
@@ -179,13 +190,15 @@ class _Splitter:
             yield from self._resolve(batch, level)
 
     def summed_pieces(self, start: int, end: int) -> Iterator[_Piece]:
-        """``pieces`` for an additive counter: each sentence counted once, lines and paragraphs
-        counted as the sum of their sentences (what counting them whole would give)."""
-        group: list[tuple[int, int, list[tuple[int, int, list[tuple[int, int]]]]]] = []
+        """``pieces`` for an additive counter: a paragraph counted as the sum of its lines (what
+        counting it whole would give), each line counted whole, or as the sum of its sentences
+        when it looks too long to fit (by the characters per token counted so far): then its
+        sentences, which it will be cut into, are counted once instead of twice."""
+        group: list[_Paragraph] = []
         chars = 0
         for p_start, p_end in self._cuts(0, start, end):
             if p_end - p_start > MAX_COUNT_CHARS:
-                # Far over any budget, and its sentences must not be listed at once: cut lazily.
+                # Far over any budget, and its lines must not be listed at once: cut lazily.
                 yield from self._sum_up(group)
                 group, chars = [], 0
                 yield from self._split(p_start, p_end, 1)
@@ -194,51 +207,41 @@ class _Splitter:
             # str.find says so faster than the line pattern.
             newline = self.text.find("\n", p_start, p_end)
             one_line = newline < 0 or _blank(self.text, newline, p_end)
-            line_spans = [(p_start, p_end)] if one_line else self._cuts(1, p_start, p_end)
-            lines = [(a, b, list(self._cuts(2, a, b))) for a, b in line_spans]
-            group.append((p_start, p_end, lines))
+            lines = [(p_start, p_end)] if one_line else self._cuts(1, p_start, p_end)
+            longest = self.size * self.chars_seen / max(1, self.tokens_seen)
+            counted = [(a, b, list(self._cuts(2, a, b)) if b - a > longest else [(a, b)]) for a, b in lines]
+            group.append((p_start, p_end, counted))
             chars += p_end - p_start
             if chars >= BATCH_CHARS:
                 yield from self._sum_up(group)
                 group, chars = [], 0
         yield from self._sum_up(group)
 
-    def _sum_up(
-        self, group: list[tuple[int, int, list[tuple[int, int, list[tuple[int, int]]]]]]
-    ) -> Iterator[_Piece]:
+    def _sum_up(self, group: list[_Paragraph]) -> Iterator[_Piece]:
         if not group:
             return
-        sentences = [span for _, _, lines in group for _, _, spans in lines for span in spans]
-        counts = iter(self.batch([self.text[s:e] for s, e in sentences]))
-        size, overhead, known = self.size, self.overhead, self.known
+        texts = [self.text[s:e] for _, _, lines in group for _, _, spans in lines for s, e in spans]
+        counts = iter(self.batch(texts))
+        size, overhead = self.size, self.overhead
         for p_start, p_end, lines in group:
             per_line = [[next(counts) - overhead for _ in spans] for _, _, spans in lines]
-            for (l_start, l_end, spans), tokens in zip(lines, per_line, strict=True):
-                known[(l_start, l_end)] = sum(tokens)
-                known.update(zip(spans, tokens, strict=True))
-            total = sum(known[(a, b)] for a, b, _ in lines)
+            total = sum(map(sum, per_line))
+            self.chars_seen += p_end - p_start
+            self.tokens_seen += total
             if overhead + total <= size:
                 yield _Piece(p_start, p_end, total, 1)
                 continue
             for (l_start, l_end, spans), tokens in zip(lines, per_line, strict=True):
-                line_total = known[(l_start, l_end)]
-                if overhead + line_total <= size:
-                    yield _Piece(l_start, l_end, line_total, 2)
-                    continue
-                for (s, e), n in zip(spans, tokens, strict=True):
-                    if overhead + n <= size:
-                        yield _Piece(s, e, n, 3)
-                    else:
-                        yield from self._split(s, e, 3)
-
-    def forget_before(self, position: int) -> None:
-        """Drop remembered counts of spans starting before ``position`` (the chunk being built)."""
-        known = self.known
-        while known:
-            first = next(iter(known))
-            if first[0] >= position:
-                return
-            del known[first]
+                if overhead + sum(tokens) <= size:
+                    yield _Piece(l_start, l_end, sum(tokens), 2)
+                elif len(spans) == 1:
+                    yield from self._split(l_start, l_end, 2)
+                else:  # counted by sentences already
+                    for (s, e), n in zip(spans, tokens, strict=True):
+                        if overhead + n <= size:
+                            yield _Piece(s, e, n, 3)
+                        else:
+                            yield from self._split(s, e, 3)
 
     def _resolve(self, spans: list[tuple[int, int]], level: int) -> Iterator[_Piece]:
         countable = [(s, e) for s, e in spans if e - s <= MAX_COUNT_CHARS]
@@ -286,26 +289,61 @@ class _Splitter:
         while stack and budget > 0:
             piece = stack.pop()
             if piece.tokens < 0:
-                tokens = self.known.get((piece.start, piece.end))
-                if tokens is None:
-                    tokens = self.count(self.text[piece.start : piece.end]) - self.overhead
-                piece = piece._replace(tokens=tokens)
+                piece = piece._replace(tokens=self.count(self.text[piece.start : piece.end]) - self.overhead)
             if piece.tokens <= budget:
                 taken.append(piece)
                 budget -= piece.tokens
-            elif finer := self._split_once(piece):
+            elif finer := self._split_once(piece, budget):
                 stack.extend(finer)  # too big to repeat whole: try its last lines or sentences
             else:
                 break
         taken.reverse()
         return taken
 
-    def _split_once(self, piece: _Piece) -> list[_Piece]:
-        """``piece`` cut at its coarsest separator down to sentences (uncounted), or []."""
-        for level in range(piece.level, _SENTENCE_LEVEL + 1):
+    def _split_once(self, piece: _Piece, budget: int) -> list[_Piece]:
+        """``piece`` cut at its coarsest separator down to sentences, or [] if it has none.
+
+        Paragraphs and lines come uncounted; sentences come counted, and only the last ones,
+        worth more than ``budget`` together: the overlap never reaches the sentences before."""
+        for level in range(piece.level, _SENTENCE_LEVEL):
             if self._has_cut(level, piece.start, piece.end):
                 return [_Piece(a, b, -1, level + 1) for a, b in self._cuts(level, piece.start, piece.end)]
-        return []
+        return self._last_sentences(piece, budget) if piece.level <= _SENTENCE_LEVEL else []
+
+    def _last_sentences(self, piece: _Piece, budget: int) -> list[_Piece]:
+        """The last sentences of ``piece``, counted, worth more than ``budget`` tokens together
+        (or all of them); [] if it is one sentence.
+
+        Sentence ends are looked for in a window at the end of the piece, moved back and doubled
+        until it holds enough, so the overlap costs the same whatever the paragraph's length. A
+        separator match depends only on the text after its start, so every cut found in a window
+        is one of the whole piece's, and so is every sentence between two of them; only the
+        sentence ending at the first cut found may start before the window (inside a separator
+        it cut), so it is left to the next window."""
+        sentences: list[_Piece] = []
+        tokens = 0
+        bound = piece.end  # the sentences from here on are known and counted
+        window = _TAIL_CHARS
+        while bound > piece.start:
+            first = max(piece.start, bound - window)
+            cuts = [m.end() for m in _SEPARATORS[_SENTENCE_LEVEL].finditer(self.text, first, bound)]
+            if cuts and cuts[-1] == bound:
+                cuts.pop()  # the separator before the sentences already known
+            if first == piece.start:
+                cuts.insert(0, piece.start)
+            if cuts:
+                spans = list(itertools.pairwise([*cuts, bound]))
+                counts = [n - self.overhead for n in self.batch([self.text[a:b] for a, b in spans])]
+                sentences[:0] = [
+                    _Piece(a, b, n, _SENTENCE_LEVEL + 1) for (a, b), n in zip(spans, counts, strict=True)
+                ]
+                tokens += sum(counts)
+                bound = cuts[0]
+                if tokens > budget:
+                    break
+            window *= 2
+        one = len(sentences) == 1 and sentences[0].start == piece.start
+        return [] if one else sentences
 
     def spans(self, start: int, end: int) -> Iterator[tuple[int, int, int | None]]:
         """``(start, end, tokens)`` of the chunks of one page, text[start:end]; ``tokens`` is None
@@ -335,7 +373,6 @@ class _Splitter:
                 current.append(piece)
                 while piece.end - current[0].start > MAX_COUNT_CHARS:
                     current.pop(0)  # the overlap too stays within one count call
-                self.forget_before(current[0].start)
                 if self.additive and any(p.level == _HARD_LEVEL for p in current[:-1]):
                     total = self._span_tokens(current)
                 else:
