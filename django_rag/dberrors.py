@@ -9,7 +9,11 @@ from django.db import DatabaseError, InterfaceError, OperationalError
 
 from .exceptions import ConfigurationError, QueryError
 
-__all__ = ["translate_db_errors"]
+__all__ = ["UnreachableDatabaseError", "is_unreachable", "translate_db_errors"]
+
+
+class UnreachableDatabaseError(ConfigurationError):
+    """The database could not be connected to (or its connection broke): a replica may fall back."""
 
 
 class translate_db_errors:  # lower case: named and used as the function it replaced
@@ -38,14 +42,20 @@ class translate_db_errors:  # lower case: named and used as the function it repl
         # Anything else propagates as it was raised.
 
 
+def is_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server could not be reached (rather than the query being wrong)."""
+    if isinstance(exc, UnreachableDatabaseError):
+        return True
+    return isinstance(exc, (InterfaceError, psycopg.InterfaceError)) or (
+        isinstance(exc, (OperationalError, psycopg.OperationalError)) and "connect" in str(exc).lower()
+    )
+
+
 def _translated(exc: Exception, using: str) -> Exception | None:
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
-    unreachable = isinstance(exc, (InterfaceError, psycopg.InterfaceError)) or (
-        isinstance(exc, (OperationalError, psycopg.OperationalError)) and "connect" in text.lower()
-    )
-    if unreachable:
-        return ConfigurationError(
+    if is_unreachable(exc):
+        return UnreachableDatabaseError(
             f"cannot reach the database {using!r} ({first}); check that PostgreSQL is running and "
             "DATABASE_URL points at it, or unset DATABASE_URL to use the embedded server"
         )
