@@ -22,10 +22,11 @@ from .replicas import read_alias
 __all__ = ["RagRouter"]
 
 APP_LABEL = "django_rag"
+READ_MODEL = "chunk"  # the model whose reads go to RAG["READ_DATABASE"]
 
 
 class RagRouter:
-    """Routes django_rag's models to ``RAG["DATABASE"]`` (reads: ``RAG["READ_DATABASE"]``).
+    """Routes django_rag's models to ``RAG["DATABASE"]`` (chunk reads: ``RAG["READ_DATABASE"]``).
 
     No opinion on any other model.
     """
@@ -37,6 +38,11 @@ class RagRouter:
         if instance is not None and instance._state.db:
             # Related rows of an instance come from the database the instance was read from.
             return str(instance._state.db)
+        if model._meta.model_name != READ_MODEL:
+            # Collections and documents are read where they are written: django-rag writes
+            # through the alias a row was read from (``kb.using``), so the admin's actions on
+            # a row must never find it on a read-only replica.
+            return str(rag_settings.DATABASE)
         # No connection is made here (a router only names the alias): a replica that is down fails
         # the query. kb.chunks() and searches check it and apply RAG["READ_FALLBACK"].
         return read_alias(rag_settings.DATABASE)

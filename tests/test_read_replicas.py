@@ -23,7 +23,7 @@ from django.test import override_settings
 
 import django_rag as rag
 from django_rag.answer.chat import OpenAIChat
-from django_rag.models import Chunk, Collection
+from django_rag.models import Chunk, Collection, Document
 from django_rag.testing import OpenAICompatibleServer
 from tests.replication import ReplicationPair, replication_pair
 
@@ -204,9 +204,19 @@ def test_the_router_sends_the_sites_chunk_queries_to_the_replica(replicated: Rep
         with served_by(REPLICA, replicated):
             found = list(Chunk.objects.filter(collection_id=kb.pk).nearest("backups", k=2, collection=kb))
         assert Chunk.objects.all().db == REPLICA
-        with rag.read_from_primary():
-            assert Chunk.objects.all().db == PRIMARY
+        # Rows django-rag writes through the alias they were read from stay on the primary.
+        assert Document.objects.all().db == PRIMARY and Collection.objects.all().db == PRIMARY
     assert found and {chunk._state.db for chunk in found} == {REPLICA}
+    assert {chunk.document._state.db for chunk in found} == {REPLICA}  # related rows: the chunk's
+
+
+def test_read_from_primary_also_routes_and_decorates(replicated: ReplicationPair) -> None:
+    @rag.read_from_primary()
+    def routed() -> str:
+        return Chunk.objects.all().db
+
+    with override_settings(DATABASE_ROUTERS=["django_rag.routers.RagRouter"]):
+        assert (routed(), Chunk.objects.all().db) == (PRIMARY, REPLICA)
 
 
 def test_read_from_primary_sees_a_write_the_replica_has_not_replayed(replicated: ReplicationPair) -> None:
