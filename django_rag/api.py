@@ -13,7 +13,7 @@ from typing import Any, Literal, cast, overload
 
 from django.utils.translation import gettext_lazy as _
 
-from .answer import AnswerStream, ChatBackend, answer_prompt, prepare
+from .answer import AnswerStream, ChatBackend, answer_prompt, check_answer_options, prepare
 from .conf import rag_settings
 from .dberrors import translate_db_errors
 from .ingest.pipeline import DEFAULT_BATCH_SIZE, index_documents
@@ -172,6 +172,7 @@ class KnowledgeBase(Collection):
         using: str | None = None,
     ) -> Answer | AnswerStream:
         """Answer ``question`` from this collection with ``[n]`` citations; see ``django_rag.answer.ask``."""
+        check_answer_options(stream, chat)
         prompt = prepare(
             self,
             question,

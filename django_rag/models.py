@@ -23,6 +23,7 @@ from .embedders import Embedder, get_embedder
 from .exceptions import ConfigurationError
 from .querysets import ChunkQuerySet
 from .replicas import reachable_read_alias
+from .validation import shown, unstorable
 
 __all__ = ["Chunk", "Collection", "CollectionManager", "Document", "Posting", "TermStats", "TextStats"]
 
@@ -50,8 +51,9 @@ class CollectionManager(models.Manager["Collection"]):
         """
         if isinstance(name, Collection):
             name = name.name
-        if not isinstance(name, str) or not name:
-            raise ConfigurationError(f"a collection name must be a non-empty string, got {name!r}")
+        if not isinstance(name, str) or not name or unstorable(name):
+            # NUL or a lone surrogate would fail in the database, not here: no collection has them.
+            raise ConfigurationError(f"a collection name must be a non-empty string, got {shown(name)}")
         declared = rag_settings.collection_options(name)
         wanted: dict[str, Any] = {}
         if declared is not None:

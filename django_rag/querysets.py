@@ -17,7 +17,16 @@ from .conf import rag_settings
 from .embedders import Embedder, get_embedder
 from .exceptions import ConfigurationError, QueryError
 from .sql import HALFVEC_MAX_DIMS, VECTOR_MAX_DIMS, bm25_expression, bm25_factors
-from .validation import check_k, check_query_text, check_query_vector, check_text_search
+from .validation import (
+    check_choice,
+    check_k,
+    check_optional_text,
+    check_query_text,
+    check_query_vector,
+    check_text,
+    check_text_search,
+    shown,
+)
 
 if TYPE_CHECKING:
     from .models import Chunk, Collection  # noqa: F401  (Chunk: named as a string, the QuerySet's model)
@@ -126,6 +135,7 @@ class ChunkQuerySet(models.QuerySet["Chunk"]):
         A vector needs its ``space`` (``"model:dims"``) unless a collection or embedder says it.
         """
         check_k(k)
+        space = check_optional_text(space, "space")
         if isinstance(query, str):
             resolved = self._resolve_embedder(collection, embedder)
             vector = resolved.embed_query(check_query_text(query))
@@ -164,8 +174,7 @@ class ChunkQuerySet(models.QuerySet["Chunk"]):
         collections (it reads postings by term instead of per candidate chunk).
         """
         check_k(k)
-        if syntax not in SYNTAXES:
-            raise QueryError(f"unknown query syntax {syntax!r}; use plain, phrase or websearch")
+        check_choice(syntax, "syntax", SYNTAXES, "query syntax")
         coll = self._resolve_collection(collection)
         check_text_search(coll)
         text = check_query_text(query)
@@ -202,6 +211,7 @@ class ChunkQuerySet(models.QuerySet["Chunk"]):
         return ranked
 
     def _resolve_collection(self, collection: Collection | str | None) -> Collection:
+        self._check_collection(collection)
         if isinstance(collection, str):
             return self._named_collection(collection)
         if collection is not None:
@@ -216,7 +226,14 @@ class ChunkQuerySet(models.QuerySet["Chunk"]):
         self, collection: Collection | str | None, embedder: Embedder | str | None
     ) -> Embedder:
         if embedder is not None:
-            return get_embedder(embedder) if isinstance(embedder, str) else embedder
+            if isinstance(embedder, str):
+                return get_embedder(embedder)
+            if not isinstance(embedder, Embedder):
+                raise QueryError(
+                    f"embedder must be an alias of RAG['EMBEDDERS'] or an Embedder, got {shown(embedder)}"
+                )
+            return embedder
+        self._check_collection(collection)
         if isinstance(collection, str):
             collection = self._named_collection(collection)
         collection = collection or self._rag_collection
@@ -231,6 +248,13 @@ class ChunkQuerySet(models.QuerySet["Chunk"]):
             "collections use different embedders; call nearest(..., collection='name') or "
             "kb.chunks().nearest(...) so the query is embedded in the right space"
         )
+
+    def _check_collection(self, collection: Any) -> None:
+        model: Any = self.model._meta.get_field("collection").related_model
+        if collection is not None and not isinstance(collection, str | model):
+            raise QueryError(f"collection must be a collection name or a Collection, got {shown(collection)}")
+        if isinstance(collection, str):
+            check_text(collection, "collection")
 
     def _named_collection(self, name: str) -> Collection:
         # The collection of this QuerySet's own database, as Chunk's foreign key describes it.

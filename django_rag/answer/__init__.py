@@ -1,6 +1,14 @@
 """Answers with citations: chat backends, the prompt, ``ask()`` and streaming."""
 
-from .ask import NOT_ENOUGH_INFORMATION, AnswerStream, Prompt, answer_prompt, ask, prepare
+from .ask import (
+    NOT_ENOUGH_INFORMATION,
+    AnswerStream,
+    Prompt,
+    answer_prompt,
+    ask,
+    check_answer_options,
+    prepare,
+)
 from .chat import ChatBackend, ChatStream, Message, OpenAIChat, get_chat, load_chat
 from .prompts import SYSTEM_PROMPT, build_messages, cited_numbers, format_context
 
@@ -16,6 +24,7 @@ __all__ = [
     "answer_prompt",
     "ask",
     "build_messages",
+    "check_answer_options",
     "cited_numbers",
     "format_context",
     "get_chat",

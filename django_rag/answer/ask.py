@@ -20,14 +20,23 @@ from typing import Literal, Unpack, overload
 from django.utils.translation import gettext_lazy as _
 
 from ..conf import rag_settings
+from ..exceptions import QueryError
 from ..models import Collection
 from ..search import SearchOptions, search
 from ..types import Answer, Hit
-from ..validation import check_k, check_query_text
+from ..validation import check_bool, check_k, check_optional_text, check_query_text, shown
 from .chat import ChatBackend, Message, get_chat
 from .prompts import build_messages, cited_numbers
 
-__all__ = ["NOT_ENOUGH_INFORMATION", "AnswerStream", "Prompt", "answer_prompt", "ask", "prepare"]
+__all__ = [
+    "NOT_ENOUGH_INFORMATION",
+    "AnswerStream",
+    "Prompt",
+    "answer_prompt",
+    "ask",
+    "check_answer_options",
+    "prepare",
+]
 
 NOT_ENOUGH_INFORMATION = _("I don't have enough information in the available documents to answer that.")
 
@@ -66,6 +75,7 @@ def prepare(
     """
     question = check_query_text(question, "the question")
     check_k(k)
+    check_optional_text(system_prompt, "system_prompt")
     hits = search(_collection(collection, using), question, k=k, mode=mode, using=using, **options)
     messages = build_messages(question, hits, system_prompt) if hits else []
     return Prompt(question=question, sources=list(hits), messages=messages)
@@ -186,12 +196,20 @@ def ask(
     When no hit is found (or none passes ``min_score``) the answer is
     ``NOT_ENOUGH_INFORMATION`` and the chat model is not called.
     """
+    check_answer_options(stream, chat)
     prompt = prepare(
         collection, question, k=k, mode=mode, system_prompt=system_prompt, using=using, **options
     )
     if stream:
         return AnswerStream(prompt, chat=chat)
     return answer_prompt(prompt, chat=chat)
+
+
+def check_answer_options(stream: object, chat: object) -> None:
+    """``ask``'s own options: checked before the search, so a bad one costs no query."""
+    check_bool(stream, "stream")
+    if chat is not None and not isinstance(chat, ChatBackend):
+        raise QueryError(f"chat must be a ChatBackend (with complete() and stream()), got {shown(chat)}")
 
 
 def _not_enough() -> Answer:

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 
 from ..embedders import Embedder
-from ..exceptions import ConfigurationError, QueryError
+from ..exceptions import ConfigurationError, EmbedderError, QueryError
 from ..models import Collection
 from ..stores import DocumentInfo, VectorStore, get_store
 from ..types import ChunkData, RagDocument, SyncResult
 from .chunking import chunk_document
+from .registration import registrations
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -32,6 +34,7 @@ __all__ = [
     "embed_missing",
     "index_documents",
     "reembed",
+    "reserved_prefixes",
 ]
 
 DEFAULT_BATCH_SIZE = 64  # documents per embedding round
@@ -41,6 +44,7 @@ DEFAULT_BATCH_SIZE = 64  # documents per embedding round
 MAX_BATCH_CHUNKS = 2048
 # Texts per embed_documents call, so progress (and an interrupt) is never far away.
 EMBED_SLICE = 256
+_FLOAT32_MAX = 3.4028234663852886e38  # pgvector stores float4
 
 
 class IndexProgress:
@@ -92,6 +96,7 @@ def index_documents(
         raise QueryError(f"tenant must be a string, got {type(tenant).__name__}")
     if isinstance(tags, str) or not all(isinstance(tag, str) for tag in tags):
         raise QueryError("tags must be a list of strings")
+    reserved = () if owner is not None else reserved_prefixes(collection)
     embedder = collection.get_embedder()
     store = get_store(using or collection.using)
     report = progress or IndexProgress()
@@ -104,6 +109,12 @@ def index_documents(
         for doc in iterator:
             if not isinstance(doc, RagDocument):
                 raise QueryError(f"index() takes RagDocument objects, got {type(doc).__name__}")
+            if reserved and doc.source_id.startswith(reserved):
+                raise QueryError(
+                    f"source id {doc.source_id!r} is reserved for the rows of a model registered "
+                    f"with django_rag.register() in collection {collection.name!r} "
+                    "(ids '<app_label.model>:<pk>'); index it under another source id"
+                )
             chunks = _chunks(doc, options)
             if chunks:
                 prepared.append((document_info(doc, tags=tags, tenant=tenant, owner=owner), chunks))
@@ -124,6 +135,16 @@ def index_documents(
         report.written(written)
         result += written
     return result
+
+
+def reserved_prefixes(collection: Collection) -> tuple[str, ...]:
+    """Source-id prefixes of the models registered in ``collection``: only their rows' ingestion writes them.
+
+    A row's ingestion deletes and moves the documents under its source id in every tenant (its
+    earlier versions, in the tenant it left). Were any other writer free to use such an id, a
+    tenant's own document could be deleted, or moved into another tenant, by a row it does not own.
+    """
+    return tuple(f"{r.label}:" for r in registrations() if r.collection == collection.name)
 
 
 def _chunks(doc: RagDocument, options: dict[str, Any]) -> list[ChunkData]:
@@ -171,12 +192,30 @@ def embed_missing(
     hashes, texts = list(missing), list(missing.values())
     for start in range(0, len(texts), EMBED_SLICE):
         vectors = embedder.embed_documents(texts[start : start + EMBED_SLICE])
+        for vector in vectors:
+            _check_vector(embedder, vector)
         known.update(zip(hashes[start : start + EMBED_SLICE], vectors, strict=True))
         if progress is not None:
             progress.embedded(len(vectors))
     for chunk in chunks:
         chunk.embedding = [float(x) for x in known[chunk.content_hash]]
     return len(missing)
+
+
+def _check_vector(embedder: Embedder, vector: Sequence[float]) -> None:
+    """Refuse, before the write transaction opens, a vector that pgvector would reject mid-batch."""
+    if len(vector) != embedder.dimensions:
+        raise ConfigurationError(
+            f"embedder {embedder.model!r} is declared with {embedder.dimensions} dimensions but returned "
+            f"a {len(vector)}-dim vector; set DIMENSIONS to {len(vector)} in RAG['EMBEDDERS']"
+        )
+    # The sum is NaN or infinite as soon as one value is; max and min catch what float4 cannot hold.
+    if not math.isfinite(sum(vector)) or max(vector) > _FLOAT32_MAX or min(vector) < -_FLOAT32_MAX:
+        raise EmbedderError(
+            f"embedder {embedder.model!r} returned a vector whose values are not finite (NaN, infinity "
+            "or beyond float32), which pgvector cannot store; nothing was written. "
+            "Check the model and its inputs"
+        )
 
 
 def document_info(

@@ -111,6 +111,14 @@ def ingest_row(
             instance = _fetch(registration, pk, row_using)
             if instance is None:
                 return _removed(registration, pk, using)
+            # Access follows the row before anything can fail: a row moved to another tenant (or
+            # whose tags changed) must not stay readable by its old scope because its text failed.
+            get_store(kb.using).rescope(
+                kb,
+                prefix=registration.source_id(pk),
+                tenant=registration.tenant_for(instance),
+                tags=registration.tags_for(instance),
+            )
             seen = registration.fingerprint(instance)
             result, document = _ingest_once(registration, kb, instance)
             fresh = _fetch(registration, pk, row_using)

@@ -39,7 +39,7 @@ from ..types import (
     SyncResult,
 )
 from .loaders import get_loader, guess_content_type, load_bytes, load_pdf, load_web
-from .pipeline import DEFAULT_BATCH_SIZE, IndexProgress, index_documents
+from .pipeline import DEFAULT_BATCH_SIZE, IndexProgress, index_documents, reserved_prefixes
 from .walk import Found, source_id_for, walk
 
 __all__ = [
@@ -56,6 +56,10 @@ __all__ = [
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
 _RECORD_BATCH = 500  # skip and failure records written per statement
 _SNIFF_BYTES = 8192
+
+
+# A failed source whose id belongs to a registered model's rows (never recorded as a Document).
+RESERVED_ID = "reserved-id"
 
 
 @dataclass
@@ -288,6 +292,7 @@ class _Run:
         self.progress = progress
         self.stop = stop
         self.store = get_store(using or collection.using)
+        self.reserved = reserved_prefixes(collection)
         self.report = IngestReport()
         self.records: list[Record] = []
         self.seen: set[str] = set()  # source ids this run produced or recorded
@@ -339,6 +344,14 @@ class _Run:
         if target.reason:
             status = "failed" if target.reason == UNREADABLE else "skipped"
             return SourceOutcome(target.path, target.source_id, status, target.reason, target.error)
+        if self.reserved and target.source_id.startswith(self.reserved):
+            # Only a registered row's ingestion may write under its id (see reserved_prefixes); the
+            # file fails alone, and leaves no record there either.
+            error = (
+                f"source id {target.source_id!r} is reserved for the rows of a model registered in "
+                f"collection {self.collection.name!r}; rename the file or pass another --root"
+            )
+            return SourceOutcome(target.path, target.source_id, "failed", RESERVED_ID, error)
         outcome = load_source(
             target.path,
             source_id=target.source_id,
@@ -386,7 +399,7 @@ class _Run:
         return "update" if len(changes) > 1 else changes.pop()
 
     def _record(self, outcome: SourceOutcome) -> None:
-        if self.options.dry_run:
+        if self.options.dry_run or outcome.reason == RESERVED_ID:
             return
         info = DocumentInfo(
             source_id=outcome.source_id,

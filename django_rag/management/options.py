@@ -14,12 +14,15 @@ from django.utils.translation import gettext as _
 
 from django_rag.api import KnowledgeBase, collection
 from django_rag.conf import rag_settings
+from django_rag.exceptions import QueryError
 from django_rag.search import MODES, SYNTAXES
 from django_rag.types import Hit
+from django_rag.validation import check_using, shown
 
 __all__ = [
     "add_database_argument",
     "add_search_arguments",
+    "database_failed",
     "get_collection",
     "hit_label",
     "one_line",
@@ -67,13 +70,20 @@ def search_options(options: dict[str, Any]) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"k": options["k"], "mode": options["mode"]}
     if options["tenant"] is not None:
         kwargs["tenant"] = options["tenant"]
-    if options["tags"] is not None:
-        tags = [tag.strip() for tag in options["tags"].split(",") if tag.strip()]
+    tags = options["tags"]
+    if isinstance(tags, str):
+        tags = [tag.strip() for tag in tags.split(",") if tag.strip()]
         if not tags:
             raise CommandError(_("--tags needs at least one tag, e.g. --tags manual,faq"))
-        kwargs["tags"] = tags
-    if options["filter"]:
-        kwargs["filters"] = dict(_parse_filter(item) for item in options["filter"])
+    if tags is not None:
+        kwargs["tags"] = tags  # call_command(tags=[...]) passes a list on; search() checks it
+    items = options["filter"]
+    if isinstance(items, str):
+        items = [items]  # call_command(filter="year=2024"): one KEY=VALUE, not its characters
+    if not isinstance(items, list | tuple):
+        raise CommandError(_("--filter takes KEY=VALUE strings, got %(value)s") % {"value": shown(items)})
+    if items:
+        kwargs["filters"] = dict(_parse_filter(item) for item in items)
     if options["min_score"] is not None:
         kwargs["min_score"] = options["min_score"]
     if options["syntax"] is not None:
@@ -81,7 +91,9 @@ def search_options(options: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-def _parse_filter(item: str) -> tuple[str, Any]:
+def _parse_filter(item: Any) -> tuple[str, Any]:
+    if not isinstance(item, str):
+        raise CommandError(_("--filter takes KEY=VALUE strings, got %(value)s") % {"value": shown(item)})
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
         raise CommandError(_("--filter takes KEY=VALUE, got %(item)r") % {"item": item})
@@ -89,7 +101,17 @@ def _parse_filter(item: str) -> tuple[str, Any]:
         value = json.loads(raw)
     except ValueError:
         value = raw
+    except RecursionError:
+        message = _("--filter %(key)s: the JSON value nests too deeply") % {"key": key.strip()}
+        raise CommandError(message) from None
     return key.strip(), value
+
+
+def database_failed(exc: Exception) -> CommandError:
+    """A failed statement as one line: the database's message, without the SQL it quotes (LINE 3: ...)."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return CommandError(_("the database failed: %(reason)s") % {"reason": first})
 
 
 def get_collection(name: str | None, using: str | None = None) -> KnowledgeBase:
@@ -102,6 +124,10 @@ def get_collection(name: str | None, using: str | None = None) -> KnowledgeBase:
                 % {"names": ", ".join(declared) or "none"}
             )
         name = declared[0]
+    try:
+        using = check_using(using)
+    except QueryError as exc:
+        raise CommandError(str(exc).replace("using", "--database", 1)) from None
     return collection(name, using=using)
 
 

@@ -7,7 +7,6 @@ Modes: ``"vector"`` (cosine similarity on the collection's embedding space), ``"
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any, TypedDict
 
@@ -17,7 +16,23 @@ from ..models import Collection
 from ..replicas import with_read_fallback
 from ..stores import QueryScope, SearchRequest, get_store
 from ..types import Hit
-from ..validation import MAX_K, check_k, check_query_text, check_query_vector, check_text_search
+from ..validation import (
+    MAX_K,
+    check_bool,
+    check_choice,
+    check_filters,
+    check_k,
+    check_min_score,
+    check_mmr_lambda,
+    check_optional_text,
+    check_query_text,
+    check_query_vector,
+    check_rrf_k,
+    check_tags,
+    check_text_search,
+    check_using,
+    check_weights,
+)
 from .mmr import mmr_hits
 from .rerank import Reranker, ScoreFunction, get_reranker
 
@@ -70,7 +85,8 @@ def search(
 ) -> list[Hit]:
     """The ``k`` best chunks of ``collection`` for ``query``, best first.
 
-    ``tenant`` is an exact scope (search never crosses it), ``tags`` match on overlap,
+    ``tenant`` is an exact scope (search never crosses it), ``tags`` match on overlap (an
+    empty list matches nothing, as ``tags__overlap=[]`` does in the ORM),
     ``filters`` on metadata equality, ``source_prefix`` on whole source-id segments.
     ``min_score`` is a floor on cosine similarity in vector and hybrid mode (applied to the
     vector leg) and on the BM25 score in text mode. ``syntax`` (text and hybrid): ``"plain"``
@@ -87,32 +103,29 @@ def search(
     of a deep search). ``using`` is the database alias (default: the collection's own, read
     from its replica ``RAG["READ_DATABASE"]`` when set; see ``django_rag.replicas``).
     """
-    if mode not in MODES:
-        raise QueryError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
-    if syntax not in SYNTAXES:
-        raise QueryError(f"unknown query syntax {syntax!r}; use one of {', '.join(SYNTAXES)}")
+    mode = check_choice(mode, "mode", MODES, "search mode")
+    syntax = check_choice(syntax, "syntax", SYNTAXES, "query syntax")
     check_k(k)
     if mode != "vector":
         check_text_search(collection, mode)
     scope = QueryScope(
-        tenant=_optional_str(tenant, "tenant"),
-        tags=_tags(tags),
-        filters=_filters(filters),
-        source_prefix=_optional_str(source_prefix, "source_prefix"),
-        min_score=_min_score(min_score, mode),
+        tenant=check_optional_text(tenant, "tenant"),
+        tags=check_tags(tags),
+        filters=check_filters(filters),
+        source_prefix=check_optional_text(source_prefix, "source_prefix"),
+        min_score=check_min_score(min_score, mode),
     )
     candidates = min(max(4 * k, 50), MAX_K) if candidates is None else check_k(candidates, "candidates")
     if candidates < k:
         raise QueryError(f"candidates must be between k ({k}) and {MAX_K}, got {candidates}")
-    if isinstance(rrf_k, bool) or not isinstance(rrf_k, int) or rrf_k < 1:
-        raise QueryError(f"rrf_k must be an integer >= 1, got {rrf_k!r}")
-    weights = _weights(weights)
-    if (
-        isinstance(mmr_lambda, bool)
-        or not isinstance(mmr_lambda, int | float)
-        or not 0.0 <= mmr_lambda <= 1.0
-    ):
-        raise QueryError(f"mmr_lambda must be a number between 0 and 1, got {mmr_lambda!r}")
+    rrf_k = check_rrf_k(rrf_k)
+    weights = check_weights(weights)
+    mmr = check_bool(mmr, "mmr")
+    mmr_lambda = check_mmr_lambda(mmr_lambda)
+    snippets = check_bool(snippets, "snippets")
+    using = check_using(using)
+    # Resolved before any work: a rerank option of the wrong kind fails as fast as a bad k.
+    reranker = get_reranker(rerank) if rerank is not None else None
     embedder = collection.get_embedder()
     text = ""
     vector: list[float] | None = None
@@ -120,7 +133,7 @@ def search(
         text = check_query_text(query)
         if mode != "text":
             vector = embedder.embed_query(text)
-    elif isinstance(query, Sequence) and not isinstance(query, bytes):
+    elif isinstance(query, Sequence) and not isinstance(query, bytes | bytearray | memoryview):
         if mode != "vector":
             raise QueryError(f"{mode} search needs the query text, not a vector")
         vector = check_query_vector(query)
@@ -131,9 +144,9 @@ def search(
             )
     else:
         raise QueryError(f"the search query must be a string or a vector, got {type(query).__name__}")
-    if (rerank is not None or mmr) and not text:
+    if (reranker is not None or mmr) and not text:
         raise QueryError("rerank and mmr need the query text")
-    widened = candidates if rerank is not None or mmr else k
+    widened = candidates if reranker is not None or mmr else k
     request = SearchRequest(
         mode=mode,
         k=widened,
@@ -152,8 +165,8 @@ def search(
     def read(alias: str) -> list[Hit]:
         store = get_store(alias)
         hits = store.search(collection, request)
-        if rerank is not None:
-            hits = get_reranker(rerank).rerank(text, hits, top_n=None if mmr else k)
+        if reranker is not None:
+            hits = reranker.rerank(text, hits, top_n=None if mmr else k)
         if mmr:
             query_vector = vector if vector is not None else embedder.embed_query(text)
             hits = mmr_hits(query_vector, hits, k, mmr_lambda, store=store)
@@ -163,76 +176,3 @@ def search(
     # replica that goes down midway reruns the whole read, reranking included, on the primary).
     hits = read(using) if using else with_read_fallback(collection.using, read)
     return hits[:k]
-
-
-def _optional_str(value: Any, name: str) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise QueryError(f"{name} must be a string, got {type(value).__name__}")
-    return value
-
-
-def _tags(tags: Any) -> list[str] | None:
-    if tags is None:
-        return None
-    if isinstance(tags, str) or not isinstance(tags, Sequence | set | frozenset):
-        raise QueryError(f"tags must be a list of strings, got {type(tags).__name__}")
-    if not all(isinstance(tag, str) for tag in tags):
-        raise QueryError("tags must be a list of strings")
-    return list(tags)
-
-
-def _filters(filters: Any) -> dict[str, Any] | None:
-    if filters is None:
-        return None
-    if not isinstance(filters, dict):
-        raise QueryError(f"filters must be a dict of metadata key -> value, got {type(filters).__name__}")
-    _check_json(filters, "filters")
-    return filters
-
-
-def _check_json(value: Any, where: str) -> None:
-    """A metadata filter must be plain JSON: string keys, finite numbers, no other types."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise QueryError(f"{where} keys must be strings, got {key!r}")
-            _check_json(item, f"{where}[{key!r}]")
-    elif isinstance(value, list | tuple):
-        for item in value:
-            _check_json(item, where)
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise QueryError(f"{where} holds {value!r}, which JSON cannot represent")
-    elif value is not None and not isinstance(value, str | int | float | bool):
-        raise QueryError(f"{where} holds a {type(value).__name__}; use JSON values (str, number, bool, null)")
-
-
-def _min_score(min_score: Any, mode: str) -> float | None:
-    if min_score is None:
-        return None
-    if isinstance(min_score, bool) or not isinstance(min_score, int | float) or not math.isfinite(min_score):
-        raise QueryError(f"min_score must be a finite number, got {min_score!r}")
-    if mode != "text" and not -1.0 <= min_score <= 1.0:
-        raise QueryError(
-            f"min_score is a cosine similarity between -1 and 1 in {mode} mode, got {min_score!r}"
-        )
-    return float(min_score)
-
-
-def _weights(weights: Any) -> tuple[float, float]:
-    try:
-        vector_weight, text_weight = weights
-    except (TypeError, ValueError):
-        raise QueryError(
-            f"weights must be a pair of non-negative numbers (vector, text), got {weights!r}"
-        ) from None
-    for weight in (vector_weight, text_weight):
-        if (
-            isinstance(weight, bool)
-            or not isinstance(weight, int | float)
-            or not math.isfinite(weight)
-            or weight < 0
-        ):
-            raise QueryError(
-                f"weights must be a pair of non-negative numbers (vector, text), got {weights!r}"
-            )
-    return float(vector_weight), float(text_weight)

@@ -28,6 +28,7 @@ from ..conf import on_rag_change, rag_settings
 from ..exceptions import ConfigurationError, QueryError, RerankerError
 from ..retry import RetryPolicy, TransientFailure, is_transient_status, retry_after_seconds, retry_call
 from ..types import Hit
+from ..validation import shown
 
 __all__ = ["BaseReranker", "CallableReranker", "HTTPReranker", "Reranker", "get_reranker", "load_reranker"]
 
@@ -233,7 +234,8 @@ def get_reranker(reranker: str | dict[str, Any] | Reranker | ScoreFunction = "de
         return reranker
     if callable(reranker):
         return CallableReranker(reranker)
-    raise ConfigurationError(
+    # A call argument of the wrong kind, not a setting: a QueryError like any other bad search option.
+    raise QueryError(
         "rerank must be an alias in RAG['RERANKERS'], a config dict, a Reranker or a score function; "
-        f"got {reranker!r}"
+        f"got {shown(reranker)}"
     )

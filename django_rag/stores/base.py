@@ -100,7 +100,8 @@ class StoredDocument:
 
 @dataclass
 class QueryScope:
-    """Filters every search leg applies. ``tags`` match on overlap; ``filters`` on metadata equality."""
+    """Filters every search leg applies. ``tags`` match on overlap (``[]``: nothing); ``filters`` on
+    metadata equality."""
 
     tenant: str | None = None
     tags: Sequence[str] | None = None

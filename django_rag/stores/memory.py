@@ -13,7 +13,7 @@ from collections.abc import Collection as Container
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..conf import rag_settings
 from ..exceptions import ConfigurationError, QueryError
@@ -106,7 +106,7 @@ class MemoryStore:
                 if stored.status != Document.Status.INDEXED or not _in_scope(doc, scope):
                     continue
                 for chunk in stored.chunks.get(request.space, []):
-                    if scope.filters and any(chunk.metadata.get(k) != v for k, v in scope.filters.items()):
+                    if scope.filters and not _matches(chunk.metadata, scope.filters):
                         continue
                     score = _cosine(request.vector, chunk.embedding or [])
                     if scope.min_score is None or score >= scope.min_score:
@@ -279,9 +279,34 @@ class MemoryStore:
 def _in_scope(doc: DocumentInfo, scope: QueryScope) -> bool:
     if scope.tenant is not None and doc.tenant != scope.tenant:
         return False
-    if scope.tags and not set(scope.tags) & set(doc.tags):
+    if scope.tags is not None and not set(scope.tags) & set(doc.tags):
         return False
     return not (scope.source_prefix and not prefix_matches(doc.source_id, scope.source_prefix))
+
+
+def _matches(metadata: dict[str, Any], filters: dict[str, Any]) -> bool:
+    """Metadata equality as jsonb compares: the key present, true is not 1, a tuple is a list."""
+    return all(key in metadata and _same_json(metadata[key], value) for key, value in filters.items())
+
+
+def _same_json(stored: Any, wanted: Any) -> bool:
+    if isinstance(stored, bool) or isinstance(wanted, bool):
+        return isinstance(stored, bool) and isinstance(wanted, bool) and stored == wanted
+    if isinstance(wanted, dict):
+        return (
+            isinstance(stored, dict)
+            and stored.keys() == wanted.keys()
+            and all(_same_json(stored[key], wanted[key]) for key in wanted)
+        )
+    if isinstance(wanted, list | tuple):
+        return (
+            isinstance(stored, list | tuple)
+            and len(stored) == len(wanted)
+            and all(_same_json(a, b) for a, b in zip(stored, wanted, strict=True))
+        )
+    if isinstance(stored, dict | list | tuple):
+        return False
+    return bool(stored == wanted)
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:

@@ -64,12 +64,24 @@ def _filters(scope: QueryScope, params: dict[str, Any]) -> str:
     if scope.tenant is not None:
         params["tenant"] = scope.tenant
         sql += " AND c.tenant = %(tenant)s"
-    if scope.tags:
+    # An empty list overlaps no tag: it matches nothing (a user allowed no tag sees nothing).
+    if scope.tags is not None:
         params["tags"] = list(scope.tags)
         sql += " AND c.tags && %(tags)s::varchar[]"
     if scope.filters:
         params["filters"] = Jsonb(scope.filters)
         sql += " AND c.metadata @> %(filters)s"
+        nested = {
+            key: value for key, value in scope.filters.items() if isinstance(value, dict | list | tuple)
+        }
+        if nested:
+            # @> (which the GIN index serves) reads a nested value as "contains": [1] would match
+            # [1, 2]. Filters mean equality, for nested values too, as in every store.
+            params["nested"] = Jsonb(nested)
+            sql += (
+                " AND NOT EXISTS (SELECT 1 FROM jsonb_each(%(nested)s) AS f"
+                " WHERE c.metadata -> f.key IS DISTINCT FROM f.value)"
+            )
     if scope.source_prefix:
         prefix = scope.source_prefix
         escaped = escape_like(prefix)
@@ -256,7 +268,7 @@ def _prepare(request: SearchRequest) -> bool | None:
     scope = request.scope
     return (
         scope.tenant is None
-        and not scope.tags
+        and scope.tags is None
         and not scope.filters
         and not scope.source_prefix
         and scope.min_score is None

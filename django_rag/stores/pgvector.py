@@ -164,6 +164,7 @@ class PgVectorStore:
         result = SyncResult(documents=len(items))
         if not items:
             return result
+        self._reconnect_if_dropped()
         coll = collection
         with translate_db_errors(self.using), transaction.atomic(using=self.using):
             raw = raw_connection(self.using)
@@ -223,6 +224,14 @@ class PgVectorStore:
                     )
         result.added, result.removed, result.unchanged = len(added), len(removed), len(kept)
         return result
+
+    def _reconnect_if_dropped(self) -> None:
+        """Open a new session if the server ended the idle one while the batch was being embedded
+        (``idle_session_timeout``, a proxy's idle limit): the vectors in hand are not thrown away.
+        Never inside a caller's transaction, which a new session could not continue."""
+        wrapper = connections[self.using]
+        if wrapper.connection is not None and not wrapper.in_atomic_block and not wrapper.is_usable():
+            wrapper.close()
 
     def _document_columns(
         self, items: Sequence[tuple[DocumentInfo, Sequence[ChunkData]]]
@@ -428,6 +437,7 @@ class PgVectorStore:
 
     @contextmanager
     def locked(self, collection: Collection, keys: Sequence[tuple[str, str]]) -> Iterator[None]:
+        self._reconnect_if_dropped()  # reembed writes here after embedding a batch
         with transaction.atomic(using=self.using):
             with connections[self.using].cursor() as cursor:
                 lock_documents(cursor, collection.pk, keys)

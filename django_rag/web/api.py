@@ -41,6 +41,8 @@ from .views import RagView, answer_context, rate_limited
 
 __all__ = ["AskJsonView", "SearchJsonView"]
 
+_FIELDS = (*AskForm.base_fields, "stream")
+
 
 class _JsonView(RagView):
     json: ClassVar[bool] = True
@@ -121,12 +123,24 @@ class AskJsonView(_JsonView):
             return request.POST
         try:
             body = json.loads(request.body or b"{}")
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested thousands deep
             raise WebError(400, _("The request body is not valid JSON.")) from exc
         if not isinstance(body, dict):
             raise WebError(400, _("The request body must be a JSON object."))
-        # Form fields take strings; anything else is refused by the form with a message.
-        return {key: value if isinstance(value, str) else json.dumps(value) for key, value in body.items()}
+        data: dict[str, str] = {}
+        for key in _FIELDS:
+            value = body.get(key)
+            if key == "stream" and isinstance(value, bool):
+                value = "true" if value else ""
+            if value is None:
+                continue
+            # Form fields take strings; serialising anything else would read {"q": 5} as the question "5".
+            if not isinstance(value, str):
+                if key == "stream":
+                    raise WebError(400, _("stream must be true or false."), field=key)
+                raise WebError(400, _("%(field)s must be a string.") % {"field": key}, field=key)
+            data[key] = value
+        return data
 
     def _events(self, request: HttpRequest, asking: Asking) -> Iterator[bytes]:
         sources = [result_for(hit, n) for n, hit in enumerate(asking.stream.sources, 1)]

@@ -8,7 +8,7 @@ from django import forms
 from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
 from django.utils.translation import gettext_lazy as _
 
-from ..validation import MAX_K
+from ..validation import MAX_K, MAX_RRF_K, unstorable
 from .conf import web_settings
 
 __all__ = ["AskForm", "FeedbackForm", "RetrievalTestForm", "SearchForm", "form_error"]
@@ -43,6 +43,14 @@ class _QueryForm(forms.Form):
         self.fields["collection"].widget = forms.Select(choices=[(name, name) for name in names])
         if len(names) < 2:
             self.fields["collection"].widget = forms.HiddenInput()
+
+    def clean_q(self) -> str:
+        query: str = self.cleaned_data["q"]
+        # A JSON body can carry a lone surrogate, which no database text can hold.
+        if unstorable(query):
+            message = _("The query holds characters that are not valid text.")
+            raise forms.ValidationError(message, code="invalid")
+        return query
 
 
 class SearchForm(_QueryForm):
@@ -94,7 +102,7 @@ class RetrievalTestForm(forms.Form):
     )
     vector_weight = forms.FloatField(label=_("Vector weight"), min_value=0, max_value=100, initial=1.0)
     text_weight = forms.FloatField(label=_("Text weight"), min_value=0, max_value=100, initial=1.0)
-    rrf_k = forms.IntegerField(label=_("RRF k"), min_value=1, max_value=10_000, initial=60)
+    rrf_k = forms.IntegerField(label=_("RRF k"), min_value=1, max_value=MAX_RRF_K, initial=60)
     tenant = forms.CharField(
         label=_("Tenant"),
         required=False,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime
+import logging
 from typing import Any
 
+from django.db import DatabaseError, transaction
 from django.db.models import Avg, Count, Max, QuerySet
 from django.db.models.functions import Lower, Trim
 from django.http import HttpRequest
@@ -25,6 +27,8 @@ __all__ = [
     "zero_hit_queries",
 ]
 
+logger = logging.getLogger(__name__)
+
 
 def log_query(
     request: HttpRequest,
@@ -43,21 +47,28 @@ def log_query(
         return None
     user = request.user if request.user.is_authenticated else None
     session = getattr(request, "session", None)
-    if user is None and session is not None and session.session_key is None:
-        session.save()  # an anonymous asker needs a key to rate the answer with
-    return QueryLog.objects.using(rag_settings.DATABASE).create(
-        kind=kind,
-        query=query,
-        mode=mode,
-        collection=collection,
-        user=user,
-        session_key=(session.session_key or "") if session is not None and user is None else "",
-        tenant=scope.tenant,
-        scope=scope.as_dict(),
-        hit_count=hit_count,
-        latency_ms=latency_ms,
-        answer=answer,
-    )
+    try:
+        # A savepoint, so a refused write (a read-only replica, a full disk) leaves the request's
+        # transaction usable: the answer matters more than its log entry.
+        with transaction.atomic(using=rag_settings.DATABASE):
+            if user is None and session is not None and session.session_key is None:
+                session.save()  # an anonymous asker needs a key to rate the answer with
+            return QueryLog.objects.using(rag_settings.DATABASE).create(
+                kind=kind,
+                query=query,
+                mode=mode,
+                collection=collection,
+                user=user,
+                session_key=(session.session_key or "") if session is not None and user is None else "",
+                tenant=scope.tenant,
+                scope=scope.as_dict(),
+                hit_count=hit_count,
+                latency_ms=latency_ms,
+                answer=answer,
+            )
+    except DatabaseError as exc:
+        logger.warning("django-rag web: the query log entry was not written (%s)", exc)
+        return None
 
 
 def finish_ask(entry: QueryLog | None, *, answer: str, latency_ms: float) -> None:

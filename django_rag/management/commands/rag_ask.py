@@ -7,11 +7,18 @@ from argparse import ArgumentParser
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 from django.utils.translation import gettext as _
 
 from django_rag.answer import AnswerStream, Prompt, answer_prompt, prepare
 from django_rag.exceptions import RagError
-from django_rag.management.options import add_search_arguments, get_collection, hit_label, search_options
+from django_rag.management.options import (
+    add_search_arguments,
+    database_failed,
+    get_collection,
+    hit_label,
+    search_options,
+)
 from django_rag.types import Answer
 
 
@@ -38,6 +45,8 @@ class Command(BaseCommand):
             answer = self._stream(prompt) if options["stream"] else answer_prompt(prompt)
         except RagError as exc:
             raise CommandError(str(exc)) from exc
+        except DatabaseError as exc:
+            raise database_failed(exc) from exc
         if options["json"]:
             self.stdout.write(json.dumps(answer_json(prompt, answer), ensure_ascii=False))
             return

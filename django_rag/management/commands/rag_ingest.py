@@ -18,8 +18,10 @@ from types import FrameType
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 
 from django_rag.api import collection
+from django_rag.conf import rag_settings
 from django_rag.exceptions import RagError
 from django_rag.ingest.sources import (
     DEFAULT_MAX_BYTES,
@@ -171,6 +173,14 @@ class Command(BaseCommand):
                 )
         except RagError as exc:
             raise CommandError(str(exc)) from exc
+        except DatabaseError as exc:
+            # A trigger, a constraint or a server limit refused a write: that batch was rolled back whole.
+            alias = options["database"] or rag_settings.DATABASE
+            first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+            raise CommandError(
+                f"the database {alias!r} refused a write ({first}); the batch in progress was rolled back "
+                "and the batches before it stay committed: fix the cause and run the same command again"
+            ) from exc
         finally:
             progress.close()
         if options["json"]:

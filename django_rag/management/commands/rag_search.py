@@ -7,10 +7,17 @@ from argparse import ArgumentParser
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 from django.utils.translation import gettext as _
 
 from django_rag.exceptions import RagError
-from django_rag.management.options import add_search_arguments, get_collection, one_line, search_options
+from django_rag.management.options import (
+    add_search_arguments,
+    database_failed,
+    get_collection,
+    one_line,
+    search_options,
+)
 from django_rag.types import Hit
 
 
@@ -30,6 +37,8 @@ class Command(BaseCommand):
             hits = kb.search(options["query"], **search_options(options))
         except RagError as exc:
             raise CommandError(str(exc)) from exc
+        except DatabaseError as exc:
+            raise database_failed(exc) from exc
         if options["json"]:
             for rank, hit in enumerate(hits, start=1):
                 self.stdout.write(json.dumps(hit_json(rank, hit), ensure_ascii=False))
