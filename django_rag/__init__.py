@@ -54,6 +54,7 @@ __all__ = [
     "load_pdf",
     "load_text",
     "load_web",
+    "read_from_primary",
     "register",
     "unregister",
 ]
@@ -74,6 +75,7 @@ _LAZY = {
     "load_web": "django_rag.ingest.loaders",
     "OutboundPolicy": "django_rag.ingest.outbound",
     "guarded_fetch": "django_rag.ingest.outbound",
+    "read_from_primary": "django_rag.replicas",
     "register": "django_rag.ingest.registration",
     "unregister": "django_rag.ingest.registration",
 }

@@ -6,6 +6,7 @@ One id per check:
 - E001 contenttypes missing; E002 RAG['DATABASE'] unknown; E003 not PostgreSQL
 - E004 an embedder cannot be built; E005 a collection's embedder is undefined
 - E006 TEXT_SEARCH not a bool; E007 unknown RAG key; E008 unknown collection option
+- E014 RAG['READ_DATABASE'] unknown; E015 RAG['READ_FALLBACK'] not a bool
 - E010 database unreachable; E011 no pgvector on the server; E012 extension not installed
   after migrating; E013 extension missing and this role cannot create it
 - W001 a space has no ANN index; W002 a space too wide to index; W003 a collection holds another
@@ -50,6 +51,29 @@ def _unknown(keys: Any, known: Any, where: str, check_id: str) -> list[CheckMess
     return messages
 
 
+def _read_database_problems() -> list[CheckMessage]:
+    errors: list[CheckMessage] = []
+    replica = rag_settings.READ_DATABASE
+    if replica is not None and replica not in settings.DATABASES:
+        errors.append(
+            Error(
+                f"RAG['READ_DATABASE'] is {replica!r}, which is not in DATABASES",
+                hint="Add the replica to DATABASES under that alias, or set RAG['READ_DATABASE'] to None "
+                "to read from RAG['DATABASE'].",
+                id="django_rag.E014",
+            )
+        )
+    if not isinstance(rag_settings.READ_FALLBACK, bool):
+        errors.append(
+            Error(
+                f"RAG['READ_FALLBACK'] must be True or False, got {rag_settings.READ_FALLBACK!r}",
+                hint="True: read from RAG['DATABASE'] while the replica is down; False: fail.",
+                id="django_rag.E015",
+            )
+        )
+    return errors
+
+
 @register()
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     errors: list[CheckMessage] = []
@@ -82,9 +106,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 id="django_rag.E003",
             )
         )
-    else:
+    read_problems = _read_database_problems()
+    errors += read_problems
+    if alias in settings.DATABASES and ("postgresql" in engine or "postgis" in engine) and not read_problems:
         routed = router.db_for_read(Chunk)
-        if routed != alias:
+        # With a replica, RagRouter reads from it.
+        if routed not in {alias, rag_settings.READ_DATABASE}:
             errors.append(
                 Warning(
                     f"RAG['DATABASE'] is {alias!r} but the site's routing reads django_rag's models from "

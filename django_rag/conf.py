@@ -39,6 +39,12 @@ DEFAULTS: dict[str, Any] = {
     "STORE": "django_rag.stores.pgvector.PgVectorStore",
     # Database alias the app reads and writes through.
     "DATABASE": "default",
+    # A replica of DATABASE that searches, ask and the chunk QuerySets read from (None: DATABASE).
+    # Writes, locks and syncs always go to DATABASE. See docs/howto/read-replicas.md.
+    "READ_DATABASE": None,
+    # The replica cannot be reached: True reads from DATABASE with a logged warning, False raises
+    # ConfigurationError.
+    "READ_FALLBACK": True,
     "ASYNC": True,
     "OUTBOUND": {},
     "MEDIA": {},

@@ -9,7 +9,11 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 
 from .exceptions import ConfigurationError, QueryError
 
-__all__ = ["translate_db_errors"]
+__all__ = ["UnreachableDatabaseError", "is_unreachable", "translate_db_errors"]
+
+
+class UnreachableDatabaseError(ConfigurationError):
+    """The database could not be connected to (or its connection broke): a replica may fall back."""
 
 
 class translate_db_errors:  # lower case: named and used as the function it replaced
@@ -67,6 +71,18 @@ def _lost(exc: BaseException) -> bool:
     )
 
 
+def is_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server could not be reached or the session was lost (rather than
+    the query being wrong): a read on a replica may then fall back to the primary."""
+    if isinstance(exc, UnreachableDatabaseError):
+        return True
+    return (
+        _lost(exc)
+        or isinstance(exc, (InterfaceError, psycopg.InterfaceError))
+        or (isinstance(exc, (OperationalError, psycopg.OperationalError)) and "connect" in str(exc).lower())
+    )
+
+
 def _translated(exc: Exception, using: str) -> Exception | None:
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
@@ -82,15 +98,12 @@ def _translated(exc: Exception, using: str) -> Exception | None:
             "so nothing of it was written: free space on the database server and run it again"
         )
     if _lost(exc):
-        return ConfigurationError(
+        return UnreachableDatabaseError(
             f"the connection to the database {using!r} was lost ({first}); the transaction was rolled "
             "back, so nothing of it was written: run it again"
         )
-    unreachable = isinstance(exc, (InterfaceError, psycopg.InterfaceError)) or (
-        isinstance(exc, (OperationalError, psycopg.OperationalError)) and "connect" in text.lower()
-    )
-    if unreachable:
-        return ConfigurationError(
+    if is_unreachable(exc):
+        return UnreachableDatabaseError(
             f"cannot reach the database {using!r} ({first}); check that PostgreSQL is running and "
             "DATABASE_URL points at it, or unset DATABASE_URL to use the embedded server"
         )

@@ -22,6 +22,7 @@ from .conf import rag_settings
 from .embedders import Embedder, get_embedder
 from .exceptions import ConfigurationError
 from .querysets import ChunkQuerySet
+from .replicas import reachable_read_alias
 from .validation import shown, unstorable
 
 __all__ = ["Chunk", "Collection", "CollectionManager", "Document", "Posting", "TermStats", "TextStats"]
@@ -148,8 +149,12 @@ class Collection(models.Model):
         return self.get_embedder().space
 
     def chunks(self) -> ChunkQuerySet:
-        """This collection's chunks in its own database, ready for ``.nearest()`` with its embedder."""
-        return Chunk.objects.using(self.using).filter(collection=self).for_collection(self)
+        """This collection's chunks, ready for ``.nearest()`` with its embedder.
+
+        Read from the collection's own database, or its read replica (``RAG["READ_DATABASE"]``).
+        """
+        chunks = Chunk.objects.using(reachable_read_alias(self.using))
+        return chunks.filter(collection=self).for_collection(self)
 
     def refresh_text_index(self) -> int:
         """Rebuild the stored text vectors (and so the BM25 postings) of this collection's chunks.

@@ -184,3 +184,21 @@ def test_a_role_that_may_not_create_the_extension_is_told_how_before_migrate(
         "CREATE EXTENSION IF NOT EXISTS vector" in message.hint
         and "then run `manage.py migrate`" in message.hint
     )
+
+
+def test_a_read_database_missing_from_databases_is_reported() -> None:
+    with override_settings(RAG={**settings.RAG, "READ_DATABASE": "replica"}):
+        messages = check_settings()
+    assert ids(messages) == ["django_rag.E014"]
+    assert "'replica'" in messages[0].msg and "RAG['READ_DATABASE']" in messages[0].msg
+
+
+def test_a_read_fallback_that_is_not_a_bool_is_reported() -> None:
+    with override_settings(RAG={**settings.RAG, "READ_FALLBACK": "yes"}):
+        assert ids(check_settings()) == ["django_rag.E015"]
+
+
+def test_a_router_reading_from_the_read_database_is_not_a_routing_mistake() -> None:
+    replica = {**settings.RAG, "READ_DATABASE": "other"}
+    with override_settings(RAG=replica, DATABASE_ROUTERS=["django_rag.routers.RagRouter"]):
+        assert check_settings() == []

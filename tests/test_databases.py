@@ -208,3 +208,13 @@ def test_rag_migration_check_reads_the_given_database() -> None:
     with pytest.raises(Exception, match="no ANN index in 'default'"):
         run("rag_migration", "--check")
     assert build_space_index is not None  # the helper the other plan tests use
+
+
+def test_ask_by_collection_name_follows_the_rag_database_setting() -> None:
+    from django_rag.answer import ask
+
+    with override_settings(RAG={**settings.RAG, "DATABASE": "other"}):
+        rag.collection("docs").index(OTHER_DOCS)
+        with OpenAICompatibleServer(dimensions=64) as server, nothing_on_default():
+            answer = ask("docs", "how often do backups run?", chat=rag_chat(server))
+    assert answer.citations and all(hit.document._state.db == "other" for hit in answer.citations)

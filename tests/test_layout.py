@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
         "django_rag.validation",
         "django_rag.beir",
         "django_rag.dberrors",
+        "django_rag.replicas",
         "django_rag.routers",
     ),
     (

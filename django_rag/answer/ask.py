@@ -19,6 +19,7 @@ from typing import Literal, Unpack, overload
 
 from django.utils.translation import gettext_lazy as _
 
+from ..conf import rag_settings
 from ..exceptions import QueryError
 from ..models import Collection
 from ..search import SearchOptions, search
@@ -218,4 +219,5 @@ def _not_enough() -> Answer:
 def _collection(collection: Collection | str, using: str | None) -> Collection:
     if isinstance(collection, Collection):
         return collection
-    return Collection.objects.db_manager(using).resolve(collection)
+    # The row from the primary (resolving may create or update it), even when reads go to a replica.
+    return Collection.objects.db_manager(using or rag_settings.DATABASE).resolve(collection)

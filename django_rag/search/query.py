@@ -13,6 +13,7 @@ from typing import Any, TypedDict
 from ..conf import rag_settings
 from ..exceptions import QueryError
 from ..models import Collection
+from ..replicas import with_read_fallback
 from ..stores import QueryScope, SearchRequest, get_store
 from ..types import Hit
 from ..validation import (
@@ -99,7 +100,8 @@ def search(
     ``k``; ``mmr=True`` then picks ``k`` of them trading relevance for diversity
     (``mmr_lambda`` 1.0 = pure relevance). Both widen the retrieval to ``candidates``.
     ``snippets=False`` skips the highlighted snippets (``ts_headline`` is the costliest part
-    of a deep search). ``using`` is the database alias (default: the collection's own).
+    of a deep search). ``using`` is the database alias (default: the collection's own, read
+    from its replica ``RAG["READ_DATABASE"]`` when set; see ``django_rag.replicas``).
     """
     mode = check_choice(mode, "mode", MODES, "search mode")
     syntax = check_choice(syntax, "syntax", SYNTAXES, "query syntax")
@@ -145,27 +147,32 @@ def search(
     if (reranker is not None or mmr) and not text:
         raise QueryError("rerank and mmr need the query text")
     widened = candidates if reranker is not None or mmr else k
-    store = get_store(using or collection.using)
-    hits = store.search(
-        collection,
-        SearchRequest(
-            mode=mode,
-            k=widened,
-            space=embedder.space,
-            text=text,
-            vector=vector,
-            scope=scope,
-            candidates=candidates,
-            rrf_k=rrf_k,
-            weights=weights,
-            syntax=syntax,
-            ef_search=rag_settings.EF_SEARCH,
-            snippets=snippets,
-        ),
+    request = SearchRequest(
+        mode=mode,
+        k=widened,
+        space=embedder.space,
+        text=text,
+        vector=vector,
+        scope=scope,
+        candidates=candidates,
+        rrf_k=rrf_k,
+        weights=weights,
+        syntax=syntax,
+        ef_search=rag_settings.EF_SEARCH,
+        snippets=snippets,
     )
-    if reranker is not None:
-        hits = reranker.rerank(text, hits, top_n=None if mmr else k)
-    if mmr:
-        query_vector = vector if vector is not None else embedder.embed_query(text)
-        hits = mmr_hits(query_vector, hits, k, mmr_lambda, store=store)
+
+    def read(alias: str) -> list[Hit]:
+        store = get_store(alias)
+        hits = store.search(collection, request)
+        if reranker is not None:
+            hits = reranker.rerank(text, hits, top_n=None if mmr else k)
+        if mmr:
+            query_vector = vector if vector is not None else embedder.embed_query(text)
+            hits = mmr_hits(query_vector, hits, k, mmr_lambda, store=store)
+        return hits
+
+    # An explicit ``using`` is read as asked; otherwise the read replica, if the site has one (a
+    # replica that goes down midway reruns the whole read, reranking included, on the primary).
+    hits = read(using) if using else with_read_fallback(collection.using, read)
     return hits[:k]
