@@ -230,8 +230,9 @@ def check_query_vector(query: Iterable[Any]) -> list[float]:
         raise QueryError(f"a query vector must be a sequence of numbers, got {type(query).__name__}")
     try:
         items = list(query)
-        # float(True) is 1.0: a list of booleans is a mistake, not a direction.
-        if any(isinstance(item, bool) for item in items):
+        # float(True) is 1.0: a list of booleans is a mistake, not a direction. (``in`` over the
+        # types runs in C: a generator here cost ~60 us per 384-dim search.)
+        if bool in map(type, items):
             raise TypeError("it holds booleans")
         vector = list(map(float, items))
     except (TypeError, ValueError, OverflowError) as exc:
