@@ -1,3 +1,5 @@
+"""The app config: ``ready()`` loads the modules that need the registry and connects the signal receivers."""
+
 from django.apps import AppConfig
 from django.db.backends.signals import connection_created
 from django.utils.translation import gettext_lazy as _
