@@ -224,8 +224,12 @@ class _Splitter:
         counts = iter(self.batch(texts))
         size, overhead = self.size, self.overhead
         for p_start, p_end, lines in group:
-            per_line = [[next(counts) - overhead for _ in spans] for _, _, spans in lines]
-            total = sum(map(sum, per_line))
+            if len(lines) == 1 and len(lines[0][2]) == 1:  # one line counted whole: most paragraphs
+                total = next(counts) - overhead
+                per_line = [[total]]
+            else:
+                per_line = [[next(counts) - overhead for _ in spans] for _, _, spans in lines]
+                total = sum(map(sum, per_line))
             self.chars_seen += p_end - p_start
             self.tokens_seen += total
             if overhead + total <= size:
