@@ -224,8 +224,12 @@ class _Splitter:
         counts = iter(self.batch(texts))
         size, overhead = self.size, self.overhead
         for p_start, p_end, lines in group:
-            per_line = [[next(counts) - overhead for _ in spans] for _, _, spans in lines]
-            total = sum(map(sum, per_line))
+            if len(lines) == 1 and len(lines[0][2]) == 1:  # one line counted whole: most paragraphs
+                total = next(counts) - overhead
+                per_line = [[total]]
+            else:
+                per_line = [[next(counts) - overhead for _ in spans] for _, _, spans in lines]
+                total = sum(map(sum, per_line))
             self.chars_seen += p_end - p_start
             self.tokens_seen += total
             if overhead + total <= size:
@@ -311,37 +315,37 @@ class _Splitter:
         return self._last_sentences(piece, budget) if piece.level <= _SENTENCE_LEVEL else []
 
     def _last_sentences(self, piece: _Piece, budget: int) -> list[_Piece]:
-        """The last sentences of ``piece``, counted, worth more than ``budget`` tokens together
-        (or all of them); [] if it is one sentence.
+        """The last sentences of ``piece``, counted one by one from the last back until they are
+        worth more than ``budget`` tokens together (or all of them); [] if it is one sentence.
 
-        Sentence ends are looked for in a window at the end of the piece, moved back and doubled
-        until it holds enough, so the overlap costs the same whatever the paragraph's length. A
-        separator match depends only on the text after its start, so every cut found in a window
-        is one of the whole piece's, and so is every sentence between two of them; only the
-        sentence ending at the first cut found may start before the window (inside a separator
-        it cut), so it is left to the next window."""
-        sentences: list[_Piece] = []
+        One at a time because the overlap never reaches the sentences before the first that does
+        not fit: they are not counted at all (counting the whole window re-counted about a third
+        of the text). Sentence ends are looked for in a window at the end of the piece, moved
+        back and doubled until it holds enough, so the overlap costs the same whatever the
+        paragraph's length. A separator match depends only on the text after its start, so every
+        cut found in a window is one of the whole piece's, and so is every sentence between two
+        of them; only the sentence ending at the first cut found may start before the window
+        (inside a separator it cut), so it is left to the next window."""
+        sentences: list[_Piece] = []  # the last one first
         tokens = 0
         bound = piece.end  # the sentences from here on are known and counted
         window = _TAIL_CHARS
-        while bound > piece.start:
+        while bound > piece.start and tokens <= budget:
             first = max(piece.start, bound - window)
             cuts = [m.end() for m in _SEPARATORS[_SENTENCE_LEVEL].finditer(self.text, first, bound)]
             if cuts and cuts[-1] == bound:
                 cuts.pop()  # the separator before the sentences already known
             if first == piece.start:
                 cuts.insert(0, piece.start)
-            if cuts:
-                spans = list(itertools.pairwise([*cuts, bound]))
-                counts = [n - self.overhead for n in self.batch([self.text[a:b] for a, b in spans])]
-                sentences[:0] = [
-                    _Piece(a, b, n, _SENTENCE_LEVEL + 1) for (a, b), n in zip(spans, counts, strict=True)
-                ]
-                tokens += sum(counts)
-                bound = cuts[0]
+            for cut in reversed(cuts):
+                n = self.count(self.text[cut:bound]) - self.overhead
+                sentences.append(_Piece(cut, bound, n, _SENTENCE_LEVEL + 1))
+                tokens += n
+                bound = cut
                 if tokens > budget:
                     break
             window *= 2
+        sentences.reverse()
         one = len(sentences) == 1 and sentences[0].start == piece.start
         return [] if one else sentences
 
