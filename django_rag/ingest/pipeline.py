@@ -22,6 +22,7 @@ from ..exceptions import ConfigurationError, EmbedderError, QueryError
 from ..models import Collection
 from ..stores import DocumentInfo, VectorStore, get_store
 from ..types import ChunkData, RagDocument, SyncResult
+from ..validation import FLOAT4_MAX
 from .chunking import chunk_document
 from .registration import registrations
 
@@ -44,7 +45,6 @@ DEFAULT_BATCH_SIZE = 64  # documents per embedding round
 MAX_BATCH_CHUNKS = 2048
 # Texts per embed_documents call, so progress (and an interrupt) is never far away.
 EMBED_SLICE = 256
-_FLOAT32_MAX = 3.4028234663852886e38  # pgvector stores float4
 
 
 class IndexProgress:
@@ -210,7 +210,7 @@ def _check_vector(embedder: Embedder, vector: Sequence[float]) -> None:
             f"a {len(vector)}-dim vector; set DIMENSIONS to {len(vector)} in RAG['EMBEDDERS']"
         )
     # The sum is NaN or infinite as soon as one value is; max and min catch what float4 cannot hold.
-    if not math.isfinite(sum(vector)) or max(vector) > _FLOAT32_MAX or min(vector) < -_FLOAT32_MAX:
+    if not math.isfinite(sum(vector)) or max(vector) > FLOAT4_MAX or min(vector) < -FLOAT4_MAX:
         raise EmbedderError(
             f"embedder {embedder.model!r} returned a vector whose values are not finite (NaN, infinity "
             "or beyond float32), which pgvector cannot store; nothing was written. "
