@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db import connections
 
-from ..models import Collection
+from ..models import POSTING_BUCKET_BITS, Collection
 from ..sql import bm25_expression, bm25_factors
 from .base import TermWeights
 
@@ -40,7 +40,8 @@ SELECT NULL::bigint, term, NULL::float8 FROM terms
 UNION ALL
 SELECT p.chunk_id, p.term, {weight}
 FROM idf AS i JOIN django_rag_posting AS p ON p.term = i.term
-WHERE p.collection_id = %(collection)s AND p.space = %(space)s AND p.chunk_id = ANY (%(chunks)s)
+WHERE p.collection_id = %(collection)s AND p.space = %(space)s AND p.bucket = ANY (%(buckets)s)
+  AND p.chunk_id = ANY (%(chunks)s)
 """
 
 
@@ -63,6 +64,8 @@ def term_weights(
         "collection": collection.pk,
         "space": space,
         "chunks": [int(pk) for pk in chunk_ids],
+        # A chunk's postings are in the blocks of its bucket: read those, not the terms' every block.
+        "buckets": sorted({int(pk) >> POSTING_BUCKET_BITS for pk in chunk_ids}),
     }
     with connections[using].cursor() as cursor:
         cursor.execute(_statement(), params)
