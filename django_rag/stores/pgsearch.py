@@ -8,7 +8,8 @@ same triggers keep. By default it reads only the rarest terms' postings and scor
 chunks exactly (``django_rag.bm25``), so its cost stays flat as the collection grows. Hybrid
 fuses both rankings with Reciprocal Rank Fusion inside the same statement, and the final
 SELECT returns chunk and document columns, so a search is one round trip (the per-transaction
-index settings travel in the same pipeline). A vector-only search is one flat SELECT, as one would write it by hand.
+index settings travel in the same pipeline). A vector-only search is one flat SELECT, as one
+would write it by hand.
 
 Prepared statements: Django connects with psycopg's ``prepare_threshold=None``, which turns
 them off. With ``DATABASES[...]["OPTIONS"] = {"prepare_threshold": 5}`` (and a server or
