@@ -33,7 +33,6 @@ __all__ = [
     "Document",
     "Posting",
     "PostingBlock",
-    "TermStats",
     "TextStats",
 ]
 
@@ -308,6 +307,9 @@ class PostingBlock(models.Model):
     term = models.TextField()
     bucket = models.BigIntegerField()
     block = models.BigIntegerField()
+    # The block's size, in the key index (migration 0008): a term's document frequency is an
+    # index-only sum of its blocks' sizes.
+    n = models.IntegerField()
     chunks = ArrayField(models.BigIntegerField())
     tfs = ArrayField(models.SmallIntegerField())
     dls = ArrayField(models.IntegerField())
@@ -360,31 +362,5 @@ class TextStats(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["collection", "space", "shard"], name="django_rag_textstats_shard"
-            ),
-        ]
-
-
-class TermStats(models.Model):
-    """Per-collection, per-space document frequency of each lexeme, as deltas in shard rows.
-
-    Kept by the chunk triggers beside ``TextStats`` (migration 0005) so that BM25 reads a
-    term's frequency from a handful of rows instead of counting its postings on every query.
-    Readers sum the shards; a term whose sum is 0 has no postings left.
-    """
-
-    collection = models.ForeignKey(
-        Collection, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
-    )
-    space = models.CharField(max_length=200)
-    term = models.TextField()
-    shard = models.SmallIntegerField()
-    df = models.BigIntegerField(default=0)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["collection", "space", "term", "shard"],
-                include=["df"],
-                name="django_rag_termstats_term",
             ),
         ]

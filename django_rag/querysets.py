@@ -42,8 +42,8 @@ stats AS (
     FROM django_rag_textstats WHERE collection_id = %s AND space = %s
 )
 SELECT t.term,
-       (SELECT coalesce(sum(d.df), 0) FROM django_rag_termstats AS d
-        WHERE d.collection_id = %s AND d.space = %s AND d.term = t.term),
+       (SELECT coalesce(sum(p.n), 0) FROM django_rag_postblock AS p
+        WHERE p.collection_id = %s AND p.space = %s AND p.term = t.term),
        s.n, s.avgdl
 FROM terms AS t CROSS JOIN stats AS s(n, avgdl)
 """

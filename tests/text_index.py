@@ -36,14 +36,14 @@ def assert_text_index_matches_chunks() -> None:
             GROUP BY 1, 2, 3 ORDER BY 1, 2, 3""")
         expected_dfs = cursor.fetchall()
         cursor.execute("""
-            SELECT collection_id, space, term, sum(df) FROM django_rag_termstats
-            GROUP BY 1, 2, 3 HAVING sum(df) <> 0 ORDER BY 1, 2, 3""")
+            SELECT collection_id, space, term, sum(n) FROM django_rag_postblock
+            GROUP BY 1, 2, 3 ORDER BY 1, 2, 3""")
         assert [(c, s, t, int(df)) for c, s, t, df in cursor.fetchall()] == expected_dfs
         # The blocks themselves: parallel arrays, never empty, each posting in its chunk's bucket, once.
         cursor.execute("""
             SELECT count(*) FROM django_rag_postblock
-            WHERE cardinality(chunks) = 0 OR cardinality(chunks) <> cardinality(tfs)
-               OR cardinality(chunks) <> cardinality(dls)""")
+            WHERE cardinality(chunks) = 0 OR cardinality(chunks) <> n
+               OR cardinality(chunks) <> cardinality(tfs) OR cardinality(chunks) <> cardinality(dls)""")
         assert cursor.fetchone()[0] == 0
         cursor.execute("SELECT count(*) FROM django_rag_posting WHERE bucket <> chunk_id >> 12")
         assert cursor.fetchone()[0] == 0

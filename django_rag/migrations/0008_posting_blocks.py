@@ -9,7 +9,10 @@ blocks from its id (its bucket's few rows) and rewrite them without it, locking 
 order (``FOR UPDATE`` also re-reads a block another deleter rewrote since this snapshot, so
 nothing is lost). ``django_rag_posting`` becomes a read-only view with one row per posting.
 
-Statistics (``django_rag_textstats``, ``django_rag_termstats``) are kept exactly as in 0005.
+Document frequencies come from the blocks themselves: ``n`` (a block's size) is in the key
+index, so a term's frequency is an index-only sum over its blocks, and ``django_rag_termstats``
+(0005), an upsert of one row per distinct term on every write, goes. Collection totals
+(``django_rag_textstats``) are kept as in 0005.
 """
 
 import django.db.models.deletion
@@ -149,7 +152,8 @@ BEGIN
             WHERE g.id IS NULL
             GROUP BY b.collection_id, b.space, b.term, b.bucket, b.block
         ), rewritten AS (
-            UPDATE django_rag_postblock AS b SET chunks = k.chunks, tfs = k.tfs, dls = k.dls
+            UPDATE django_rag_postblock AS b
+            SET n = cardinality(k.chunks), chunks = k.chunks, tfs = k.tfs, dls = k.dls
             FROM kept AS k
             WHERE (b.collection_id, b.space, b.term, b.bucket, b.block)
                 = (k.collection_id, k.space, k.term, k.bucket, k.block)
@@ -161,11 +165,6 @@ BEGIN
                   SELECT 1 FROM kept AS k
                   WHERE (k.collection_id, k.space, k.term, k.bucket, k.block)
                       = (x.collection_id, x.space, x.term, x.bucket, x.block))
-        ), dfs AS (
-            INSERT INTO django_rag_termstats AS s (collection_id, space, term, shard, df)
-            SELECT collection_id, space, term, my_shard, -count(*) FROM gone
-            GROUP BY collection_id, space, term ORDER BY collection_id, space, term
-            ON CONFLICT (collection_id, space, term, shard) DO UPDATE SET df = s.df + EXCLUDED.df
         )
         INSERT INTO django_rag_textstats AS s (collection_id, space, shard, chunks, length)
         SELECT collection_id, space, my_shard, -count(*), -sum(dl) FROM lengths
@@ -192,17 +191,12 @@ BEGIN
             -- A chunk's length in lexemes: positions counted, a lexeme stripped of positions once.
             SELECT id, sum(tf)::integer AS dl FROM terms GROUP BY id
         ), added AS (
-            INSERT INTO django_rag_postblock (collection_id, space, term, bucket, block, chunks, tfs, dls)
-            SELECT t.collection_id, t.space, t.lexeme, t.id >> 12, my_block,
+            INSERT INTO django_rag_postblock (collection_id, space, term, bucket, block, n, chunks, tfs, dls)
+            SELECT t.collection_id, t.space, t.lexeme, t.id >> 12, my_block, count(*),
                    array_agg(t.id ORDER BY t.id), array_agg(t.tf::smallint ORDER BY t.id),
                    array_agg(l.dl ORDER BY t.id)
             FROM terms AS t JOIN lengths AS l ON l.id = t.id
             GROUP BY t.collection_id, t.space, t.lexeme, t.id >> 12
-        ), dfs AS (
-            INSERT INTO django_rag_termstats AS s (collection_id, space, term, shard, df)
-            SELECT collection_id, space, lexeme, my_shard, count(*) FROM terms
-            GROUP BY collection_id, space, lexeme ORDER BY collection_id, space, lexeme
-            ON CONFLICT (collection_id, space, term, shard) DO UPDATE SET df = s.df + EXCLUDED.df
         )
         INSERT INTO django_rag_textstats AS s (collection_id, space, shard, chunks, length)
         SELECT t.collection_id, t.space, my_shard, count(DISTINCT t.id), sum(t.tf)
@@ -216,12 +210,17 @@ END
 $fn$;
 """
 
+REFILL_TERMSTATS = """
+INSERT INTO django_rag_termstats (collection_id, space, term, shard, df)
+SELECT collection_id, space, term, 0, sum(n) FROM django_rag_postblock GROUP BY collection_id, space, term;
+"""
+
 UNBLOCKS = "DROP VIEW IF EXISTS django_rag_posting;\n" + PREVIOUS
 
 # Postings written before this migration, into blocks (and back, when reversed).
 COPY_TO_BLOCKS = """
-INSERT INTO django_rag_postblock (collection_id, space, term, bucket, block, chunks, tfs, dls)
-SELECT collection_id, space, term, chunk_id >> 12, nextval('django_rag_postblock_seq'),
+INSERT INTO django_rag_postblock (collection_id, space, term, bucket, block, n, chunks, tfs, dls)
+SELECT collection_id, space, term, chunk_id >> 12, nextval('django_rag_postblock_seq'), count(*),
        array_agg(chunk_id ORDER BY chunk_id), array_agg(tf::smallint ORDER BY chunk_id), array_agg(dl ORDER BY chunk_id)
 FROM django_rag_posting GROUP BY collection_id, space, term, chunk_id >> 12;
 """
@@ -247,6 +246,7 @@ class Migration(migrations.Migration):
                 ('term', models.TextField()),
                 ('bucket', models.BigIntegerField()),
                 ('block', models.BigIntegerField()),
+                ('n', models.IntegerField()),
                 ('chunks', django.contrib.postgres.fields.ArrayField(base_field=models.BigIntegerField(), size=None)),
                 ('tfs', django.contrib.postgres.fields.ArrayField(base_field=models.SmallIntegerField(), size=None)),
                 ('dls', django.contrib.postgres.fields.ArrayField(base_field=models.IntegerField(), size=None)),
@@ -255,6 +255,13 @@ class Migration(migrations.Migration):
             options={
                 'db_table': 'django_rag_postblock',
             },
+        ),
+        # Document frequencies are read from the key index alone: the sum of a term's block sizes.
+        migrations.RunSQL(
+            "ALTER TABLE django_rag_postblock DROP CONSTRAINT django_rag_postblock_pkey, "
+            "ADD CONSTRAINT django_rag_postblock_pkey PRIMARY KEY (collection_id, space, term, bucket, block) "
+            "INCLUDE (n);",
+            migrations.RunSQL.noop,
         ),
         migrations.RunSQL(
             "CREATE SEQUENCE django_rag_postblock_seq;", "DROP SEQUENCE IF EXISTS django_rag_postblock_seq;"
@@ -279,4 +286,7 @@ class Migration(migrations.Migration):
                 'managed': False,
             },
         ),
+        # Reversed: 0005's document frequencies, summed from the blocks before they go.
+        migrations.RunSQL(migrations.RunSQL.noop, REFILL_TERMSTATS),
+        migrations.DeleteModel(name='TermStats'),
     ]

@@ -2,7 +2,7 @@
 
 The one place that reads postings for explanations (the admin's retrieval test page). It scores
 with the same statistics and the same formula as the text leg of ``pgsearch._text_leg`` (terms
-from ``to_tsvector`` of the query, document frequencies from ``django_rag_termstats``, collection
+from ``to_tsvector`` of the query, document frequencies from the block sizes, collection
 totals from ``django_rag_textstats``, ``bm25_factors``/``bm25_expression``), so a chunk's weights
 sum to its BM25 score there. A change to the postings layout changes both.
 """
@@ -30,10 +30,10 @@ stats AS (
     FROM django_rag_textstats WHERE collection_id = %(collection)s AND space = %(space)s
 ),
 df AS (
-    SELECT t.term, sum(t.df)::float8 AS df FROM django_rag_termstats AS t
-    WHERE t.collection_id = %(collection)s AND t.space = %(space)s
-      AND t.term = ANY (ARRAY(SELECT term FROM terms))
-    GROUP BY t.term HAVING sum(t.df) > 0
+    SELECT p.term, sum(p.n)::float8 AS df FROM django_rag_postblock AS p
+    WHERE p.collection_id = %(collection)s AND p.space = %(space)s
+      AND p.term = ANY (ARRAY(SELECT term FROM terms))
+    GROUP BY p.term
 ),
 idf AS (SELECT d.term, {w} AS w, {c1} AS c1, {c2} AS c2 FROM df AS d CROSS JOIN stats AS s)
 SELECT NULL::bigint, term, NULL::float8 FROM terms

@@ -151,10 +151,11 @@ stats AS (
     FROM django_rag_textstats WHERE collection_id = %(collection)s AND space = {space}
 ),
 df AS (
-    SELECT t.term, sum(t.df)::float8 AS df FROM django_rag_termstats AS t
-    WHERE t.collection_id = %(collection)s AND t.space = {space}
-      AND t.term = ANY (ARRAY(SELECT term FROM terms))
-    GROUP BY t.term HAVING sum(t.df) > 0
+    -- Index-only: the sizes of the term's blocks are in the key index.
+    SELECT p.term, sum(p.n)::float8 AS df FROM django_rag_postblock AS p
+    WHERE p.collection_id = %(collection)s AND p.space = {space}
+      AND p.term = ANY (ARRAY(SELECT term FROM terms))
+    GROUP BY p.term
 ),
 idf AS MATERIALIZED (
     -- The per-term factors once per term, not once per posting.
