@@ -2,12 +2,13 @@
 
 ``"bounded"`` (the default) keeps a query's cost flat as the collection grows. It reads the
 postings of the query's rarest terms in full, as many terms as fit in ``BUDGET`` postings
-together (and always the rarest term, however long), ranks the chunks they name by that partial score, and scores the best ``POOL`` of
-them exactly from their stored text vectors, every query term included (the common terms' long
-posting lists are never read). Scores are bit-identical to the exhaustive leg's; the ranking
-can only differ for chunks that hold none of the rare terms, or that rank below the pool on the
-rare terms alone. When filters leave fewer hits than asked for, the leg falls back to the
-exhaustive one. ``"exact"`` reads every posting of every query term (for evaluation).
+together (and always the rarest term, however long), ranks the chunks they name by that
+partial score, and scores the best ``POOL`` of them exactly from their stored text vectors,
+every query term included (the common terms' long posting lists are never read). Scores are
+bit-identical to the exhaustive leg's; the ranking can only differ for chunks that hold none
+of the rare terms, or that rank below the pool on the rare terms alone. When filters leave
+fewer hits than asked for, the leg falls back to the exhaustive one. ``"exact"`` reads every
+posting of every query term (for evaluation).
 """
 
 from __future__ import annotations
