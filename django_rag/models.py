@@ -280,21 +280,22 @@ class Chunk(models.Model):
         return f"{self.document_id}#{self.index}"
 
 
-# A posting block holds one term's postings of 4,096 consecutive chunk ids (written by one
-# statement), so a chunk's postings are found from its id without an index on chunk ids.
-POSTING_BUCKET_BITS = 12
+# A posting block holds postings of one term among 16,384 consecutive chunk ids, so a chunk's
+# postings are found from its id without an index on chunk ids.
+POSTING_BUCKET_BITS = 14
 
 
 class PostingBlock(models.Model):
-    """One lexeme's postings among 4,096 consecutive chunk ids, written by one statement, for BM25.
+    """Postings of one lexeme among 16,384 consecutive chunk ids, for BM25.
 
-    Kept by triggers on the chunk table. Parallel arrays: ``chunks[i]`` holds the lexeme
-    ``tfs[i]`` times (PostgreSQL keeps at most 256 positions per lexeme, so very repetitive
-    chunks saturate, as BM25 does anyway) and is ``dls[i]`` lexemes long. A chunk's postings
-    live in bucket ``chunk_id >> 12``. Each writing statement adds rows of its own (``block``,
-    from a sequence), so concurrent ingestion never waits on postings; deletes rewrite the few
-    rows of a bucket. One row per term per batch instead of one per (term, chunk): about 70
-    rows per chunk become well under one, on disk and at ingest.
+    Kept by triggers on the chunk table (migration 0008). Parallel arrays: ``chunks[i]`` holds
+    the lexeme ``tfs[i]`` times (PostgreSQL keeps at most 256 positions per lexeme, so very
+    repetitive chunks saturate, as BM25 does anyway) and is ``dls[i]`` lexemes long. A chunk's
+    postings live in bucket ``chunk_id >> 14``. Writers append to a block of the bucket with
+    room that no other writer holds, else add a row of their own (``block``, from a sequence),
+    so concurrent ingestion never waits on postings and a rare term keeps about one row per
+    bucket; deletes rewrite the blocks holding the chunk. About one row per term per bucket or
+    batch instead of one per (term, chunk), on disk and at ingest.
     Postings carry the chunk's embedding space, so that a collection moving to a new embedder
     keeps one consistent BM25 per space. Never written by the app directly (migration 0008).
     """
@@ -322,7 +323,7 @@ class Posting(models.Model):
     """One lexeme of one chunk: a read-only view over ``PostingBlock`` (one row per array element).
 
     For inspection and tests; the search legs read the blocks. Filter on ``bucket``
-    (``chunk_id >> 12``) as well as the chunk to look a chunk's postings up without a scan.
+    (``chunk_id >> 14``) as well as the chunk to look a chunk's postings up without a scan.
     """
 
     pk = models.CompositePrimaryKey("chunk_id", "term")

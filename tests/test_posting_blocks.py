@@ -93,6 +93,28 @@ def test_a_block_holds_one_term_of_one_bucket_of_chunk_ids() -> None:
         assert sum(len(row.chunks) for row in PostingBlock.objects.filter(collection=kb, term="w3")) == 10
 
 
+@pytest.mark.django_db
+def test_later_batches_append_to_a_block_with_room_and_common_terms_get_rows_of_their_own() -> None:
+    with override_settings(RAG=rag_settings()):
+        kb = rag.collection("a")
+        unmerged = 0  # rows one block per statement and bucket would take
+        for batch in range(3):  # three statements of 300 chunks
+            kb.index(
+                [
+                    rag.RagDocument(f"b{batch}-{i}", f"w7 w{100 + batch} " + "w1 " * (i % 3))
+                    for i in range(300)
+                ]
+            )
+            ids = Chunk.objects.filter(collection=kb, document__source_id__startswith=f"b{batch}-")
+            unmerged += len({pk >> POSTING_BUCKET_BITS for pk in ids.values_list("pk", flat=True)})
+        buckets = {pk >> POSTING_BUCKET_BITS for pk in Chunk.objects.values_list("pk", flat=True)}
+        # w7 is in every chunk: appended to while its block holds under 512 postings.
+        common = PostingBlock.objects.filter(collection=kb, term="w7")
+        assert len(buckets) <= common.count() < unmerged
+        assert sum(row.n for row in common) == 900
+        assert_text_index_matches_chunks()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_writers_into_one_collection_keep_blocks_equal_to_a_rebuild() -> None:
     """Four threads (four database sessions, so several statistics shards and shared buckets)

@@ -45,7 +45,7 @@ def assert_text_index_matches_chunks() -> None:
             WHERE cardinality(chunks) = 0 OR cardinality(chunks) <> n
                OR cardinality(chunks) <> cardinality(tfs) OR cardinality(chunks) <> cardinality(dls)""")
         assert cursor.fetchone()[0] == 0
-        cursor.execute("SELECT count(*) FROM django_rag_posting WHERE bucket <> chunk_id >> 12")
+        cursor.execute("SELECT count(*) FROM django_rag_posting WHERE bucket <> chunk_id >> 14")
         assert cursor.fetchone()[0] == 0
         cursor.execute("""
             SELECT count(*) FROM (SELECT 1 FROM django_rag_posting GROUP BY chunk_id, space, term

@@ -1,13 +1,16 @@
-"""BM25 postings in blocks: one row per term per statement and bucket of 4,096 chunk ids, not one per (term, chunk).
+"""BM25 postings in blocks: about one row per term per 16,384 chunk ids, not one per (term, chunk).
 
 Row postings cost about 70 rows per chunk: three quarters of full-text ingest time and about
-five times the chunk table's size on disk. A block holds a term's postings of one bucket of
-chunk ids (``chunk_id >> 12``) written by one statement (``block``, from a sequence), in three
-parallel arrays (chunk ids, term frequencies, chunk lengths). Inserts only add rows of their
-own, so writers never wait for each other on postings. Deletes and updates find a chunk's
-blocks from its id (its bucket's few rows) and rewrite them without it, locking them in key
-order (``FOR UPDATE`` also re-reads a block another deleter rewrote since this snapshot, so
-nothing is lost). ``django_rag_posting`` becomes a read-only view with one row per posting.
+five times the chunk table's size on disk. A block holds postings of one term in one bucket of
+chunk ids (``chunk_id >> 14``), in three parallel arrays (chunk ids, term frequencies, chunk
+lengths). A writing statement appends a term's postings to a block of the same bucket that has
+room (under 512 postings) and that no other writer holds (``SKIP LOCKED``), otherwise it adds
+a row of its own (``block``, from a sequence): rare terms keep one row per bucket, a common
+term gets a row per statement, and writers never wait for each other on postings. Deletes and
+updates find a chunk's blocks from its bucket (``chunks && ids``) and rewrite them without it,
+locking them in key order (``FOR UPDATE`` also re-reads a block another writer changed since
+this snapshot, so nothing is lost). ``django_rag_posting`` becomes a read-only view with one
+row per posting.
 
 Document frequencies come from the blocks themselves: ``n`` (a block's size) is in the key
 index, so a term's frequency is an index-only sum over its blocks, and ``django_rag_termstats``
@@ -133,14 +136,17 @@ BEGIN
             SELECT id, min(collection_id) AS collection_id, min(space) AS space, sum(tf)::integer AS dl
             FROM gone GROUP BY id
         ), keys AS (
-            SELECT DISTINCT collection_id, space, term, id >> 12 AS bucket FROM gone
+            SELECT collection_id, space, term, id >> 14 AS bucket, array_agg(id) AS ids FROM gone
+            GROUP BY collection_id, space, term, id >> 14
         ), blocks AS MATERIALIZED (
-            -- Locked, and so re-read if a concurrent writer appended to one since this snapshot.
+            -- The blocks holding a gone posting, locked in key order (and so re-read if another
+            -- writer changed one since this snapshot).
             SELECT b.collection_id, b.space, b.term, b.bucket, b.block, b.chunks, b.tfs, b.dls
-            FROM django_rag_postblock AS b
-            WHERE (b.collection_id, b.space, b.term, b.bucket) IN (SELECT * FROM keys)
+            FROM keys AS k JOIN django_rag_postblock AS b
+              ON (b.collection_id, b.space, b.term, b.bucket) = (k.collection_id, k.space, k.term, k.bucket)
+            WHERE b.chunks && k.ids
             ORDER BY b.collection_id, b.space, b.term, b.bucket, b.block
-            FOR UPDATE
+            FOR UPDATE OF b
         ), kept AS MATERIALIZED (
             SELECT b.collection_id, b.space, b.term, b.bucket, b.block,
                    array_agg(e.chunk_id ORDER BY e.n) AS chunks, array_agg(e.tf ORDER BY e.n) AS tfs,
@@ -190,13 +196,39 @@ BEGIN
         ), lengths AS MATERIALIZED (
             -- A chunk's length in lexemes: positions counted, a lexeme stripped of positions once.
             SELECT id, sum(tf)::integer AS dl FROM terms GROUP BY id
+        ), grouped AS MATERIALIZED (
+            SELECT t.collection_id, t.space, t.lexeme AS term, t.id >> 14 AS bucket, count(*)::integer AS n,
+                   array_agg(t.id ORDER BY t.id) AS chunks, array_agg(t.tf::smallint ORDER BY t.id) AS tfs,
+                   array_agg(l.dl ORDER BY t.id) AS dls
+            FROM terms AS t JOIN lengths AS l ON l.id = t.id
+            GROUP BY t.collection_id, t.space, t.lexeme, t.id >> 14
+        ), open AS MATERIALIZED (
+            -- Blocks of the same term and bucket with room: appended to, so a term keeps about one
+            -- row per bucket. SKIP LOCKED: a block another writer holds is left alone (this
+            -- statement writes a row of its own instead), so writers never wait on each other here.
+            SELECT b.collection_id, b.space, b.term, b.bucket, b.block
+            FROM grouped AS g JOIN django_rag_postblock AS b
+              ON (b.collection_id, b.space, b.term, b.bucket) = (g.collection_id, g.space, g.term, g.bucket)
+            WHERE b.n < 512
+            ORDER BY b.collection_id, b.space, b.term, b.bucket, b.block
+            FOR UPDATE OF b SKIP LOCKED
+        ), target AS MATERIALIZED (
+            SELECT DISTINCT ON (collection_id, space, term, bucket) * FROM open
+            ORDER BY collection_id, space, term, bucket, block
+        ), appended AS (
+            UPDATE django_rag_postblock AS b
+            SET n = b.n + g.n, chunks = b.chunks || g.chunks, tfs = b.tfs || g.tfs, dls = b.dls || g.dls
+            FROM target AS o JOIN grouped AS g
+              ON (g.collection_id, g.space, g.term, g.bucket) = (o.collection_id, o.space, o.term, o.bucket)
+            WHERE (b.collection_id, b.space, b.term, b.bucket, b.block)
+                = (o.collection_id, o.space, o.term, o.bucket, o.block)
         ), added AS (
             INSERT INTO django_rag_postblock (collection_id, space, term, bucket, block, n, chunks, tfs, dls)
-            SELECT t.collection_id, t.space, t.lexeme, t.id >> 12, my_block, count(*),
-                   array_agg(t.id ORDER BY t.id), array_agg(t.tf::smallint ORDER BY t.id),
-                   array_agg(l.dl ORDER BY t.id)
-            FROM terms AS t JOIN lengths AS l ON l.id = t.id
-            GROUP BY t.collection_id, t.space, t.lexeme, t.id >> 12
+            SELECT g.collection_id, g.space, g.term, g.bucket, my_block, g.n, g.chunks, g.tfs, g.dls
+            FROM grouped AS g
+            WHERE NOT EXISTS (
+                SELECT 1 FROM target AS o
+                WHERE (o.collection_id, o.space, o.term, o.bucket) = (g.collection_id, g.space, g.term, g.bucket))
         )
         INSERT INTO django_rag_textstats AS s (collection_id, space, shard, chunks, length)
         SELECT t.collection_id, t.space, my_shard, count(DISTINCT t.id), sum(t.tf)
@@ -220,9 +252,9 @@ UNBLOCKS = "DROP VIEW IF EXISTS django_rag_posting;\n" + PREVIOUS
 # Postings written before this migration, into blocks (and back, when reversed).
 COPY_TO_BLOCKS = """
 INSERT INTO django_rag_postblock (collection_id, space, term, bucket, block, n, chunks, tfs, dls)
-SELECT collection_id, space, term, chunk_id >> 12, nextval('django_rag_postblock_seq'), count(*),
+SELECT collection_id, space, term, chunk_id >> 14, nextval('django_rag_postblock_seq'), count(*),
        array_agg(chunk_id ORDER BY chunk_id), array_agg(tf::smallint ORDER BY chunk_id), array_agg(dl ORDER BY chunk_id)
-FROM django_rag_posting GROUP BY collection_id, space, term, chunk_id >> 12;
+FROM django_rag_posting GROUP BY collection_id, space, term, chunk_id >> 14;
 """
 COPY_FROM_BLOCKS = """
 INSERT INTO django_rag_posting (chunk_id, collection_id, space, term, tf, dl)
