@@ -47,8 +47,7 @@ def stored_state() -> dict[str, Any]:
         "documents": "SELECT source_id, status, error, content_hash, updated_at FROM django_rag_document",
         "postings": "SELECT chunk_id, term, tf, dl FROM django_rag_posting ORDER BY 1, 2",
         "textstats": "SELECT space, sum(chunks), sum(length) FROM django_rag_textstats GROUP BY space",
-        "termstats": "SELECT space, term, sum(df) FROM django_rag_termstats GROUP BY 1, 2 "
-        "HAVING sum(df) <> 0 ORDER BY 1, 2",
+        "termstats": "SELECT space, term, sum(n) FROM django_rag_postblock GROUP BY 1, 2 ORDER BY 1, 2",
     }
     with connection.cursor() as cursor:
         state = {}

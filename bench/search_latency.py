@@ -867,7 +867,7 @@ def postings_read(
         dfs = [
             float(row[0])
             for row in conn.execute(
-                "SELECT sum(df) FROM django_rag_termstats WHERE collection_id = %s AND space = %s "
+                "SELECT sum(n) FROM django_rag_postblock WHERE collection_id = %s AND space = %s "
                 "AND term = ANY(SELECT DISTINCT lexeme FROM unnest(to_tsvector('english'::regconfig, %s))) "
                 "GROUP BY term",
                 [collection_id, SPACE, texts[i]],

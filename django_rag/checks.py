@@ -7,6 +7,7 @@ One id per check:
 - E004 an embedder cannot be built; E005 a collection's embedder is undefined
 - E006 TEXT_SEARCH not a bool; E007 unknown RAG key; E008 unknown collection option
 - E014 RAG['READ_DATABASE'] unknown; E015 RAG['READ_FALLBACK'] not a bool
+- E016 RAG['BM25'] has an unknown key or a bad value
 - E010 database unreachable; E011 no pgvector on the server; E012 extension not installed
   after migrating; E013 extension missing and this role cannot create it
 - W001 a space has no ANN index; W002 a space too wide to index; W003 a collection holds another
@@ -30,10 +31,11 @@ from django.core.exceptions import FieldDoesNotExist
 from django.db import DatabaseError, connections, router
 
 from .answer.chat import get_chat
+from .bm25 import bm25_options
 from .conf import DEFAULT_COLLECTION_OPTIONS, DEFAULTS, rag_settings
 from .ddl import IndexSpec, configured_spaces
 from .embedders import get_embedder
-from .exceptions import RagError
+from .exceptions import ConfigurationError, RagError
 from .ingest.loaders import get_loader
 from .ingest.registration import MEDIA_DEFAULTS, Registration, registrations
 from .models import Chunk
@@ -79,6 +81,16 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     errors: list[CheckMessage] = []
     user = getattr(settings, "RAG", None) or {}
     errors += _unknown(user, DEFAULTS, "RAG", "django_rag.E007")
+    try:
+        bm25_options()
+    except ConfigurationError as exc:
+        errors.append(
+            Error(
+                str(exc),
+                hint='RAG["BM25"] takes MODE ("bounded" or "exact"), BUDGET and POOL (positive integers).',
+                id="django_rag.E016",
+            )
+        )
     if not apps.is_installed("django.contrib.contenttypes"):
         errors.append(
             Error(

@@ -50,6 +50,9 @@ DEFAULTS: dict[str, Any] = {
     "MEDIA": {},
     # Bounds on the work one file may cause in a loader (django_rag.ingest.loaders.limits).
     "LOADERS": {},
+    # How the text leg reads BM25 postings: {"MODE": "bounded" | "exact", "BUDGET", "POOL"}
+    # (django_rag.bm25).
+    "BM25": {},
     # HNSW ef_search for vector queries (pgvector's default is 40); raised to k when k is larger.
     "EF_SEARCH": 40,
     # pgvector's hnsw/ivfflat.iterative_scan for every PostgreSQL connection the site opens, so

@@ -25,7 +25,16 @@ from .querysets import ChunkQuerySet
 from .replicas import reachable_read_alias
 from .validation import shown, unstorable
 
-__all__ = ["Chunk", "Collection", "CollectionManager", "Document", "Posting", "TermStats", "TextStats"]
+__all__ = [
+    "POSTING_BUCKET_BITS",
+    "Chunk",
+    "Collection",
+    "CollectionManager",
+    "Document",
+    "Posting",
+    "PostingBlock",
+    "TextStats",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -271,18 +280,53 @@ class Chunk(models.Model):
         return f"{self.document_id}#{self.index}"
 
 
-class Posting(models.Model):
-    """One lexeme of one chunk, for BM25: kept by database triggers on the chunk table.
+# A posting block holds postings of one term among 16,384 consecutive chunk ids, so a chunk's
+# postings are found from its id without an index on chunk ids.
+POSTING_BUCKET_BITS = 14
 
-    ``tf`` is the lexeme's occurrences in the chunk (PostgreSQL keeps at most 256 positions per
-    lexeme, so very repetitive chunks saturate, as BM25 does anyway) and ``dl`` the chunk's
-    length in lexemes. Postings carry the chunk's embedding space, so that a collection moving
-    to a new embedder keeps one consistent BM25 per space and an unfiltered text search never
-    touches the chunk table before its top-k cut. Never written by the app directly.
+
+class PostingBlock(models.Model):
+    """Postings of one lexeme among 16,384 consecutive chunk ids, for BM25.
+
+    Kept by triggers on the chunk table (migration 0008). Parallel arrays: ``chunks[i]`` holds
+    the lexeme ``tfs[i]`` times (PostgreSQL keeps at most 256 positions per lexeme, so very
+    repetitive chunks saturate, as BM25 does anyway) and is ``dls[i]`` lexemes long. A chunk's
+    postings live in bucket ``chunk_id >> 14``. Writers append to a block of the bucket with
+    room that no other writer holds, else add a row of their own (``block``, from a sequence),
+    so concurrent ingestion never waits on postings and a rare term keeps about one row per
+    bucket; deletes rewrite the blocks holding the chunk. About one row per term per bucket or
+    batch instead of one per (term, chunk), on disk and at ingest.
+    Postings carry the chunk's embedding space, so that a collection moving to a new embedder
+    keeps one consistent BM25 per space. Never written by the app directly (migration 0008).
+    """
+
+    pk = models.CompositePrimaryKey("collection_id", "space", "term", "bucket", "block")
+    collection = models.ForeignKey(
+        Collection, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
+    )
+    space = models.CharField(max_length=200)
+    term = models.TextField()
+    bucket = models.BigIntegerField()
+    block = models.BigIntegerField()
+    # The block's size, in the key index (migration 0008): a term's document frequency is an
+    # index-only sum of its blocks' sizes.
+    n = models.IntegerField()
+    chunks = ArrayField(models.BigIntegerField())
+    tfs = ArrayField(models.SmallIntegerField())
+    dls = ArrayField(models.IntegerField())
+
+    class Meta:
+        db_table = "django_rag_postblock"
+
+
+class Posting(models.Model):
+    """One lexeme of one chunk: a read-only view over ``PostingBlock`` (one row per array element).
+
+    For inspection and tests; the search legs read the blocks. Filter on ``bucket``
+    (``chunk_id >> 14``) as well as the chunk to look a chunk's postings up without a scan.
     """
 
     pk = models.CompositePrimaryKey("chunk_id", "term")
-    # The primary key and the term index cover every lookup: no per-column FK indexes on this big table.
     chunk = models.ForeignKey(
         Chunk, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
     )
@@ -291,17 +335,13 @@ class Posting(models.Model):
     )
     space = models.CharField(max_length=200)
     term = models.TextField()
+    bucket = models.BigIntegerField()
     tf = models.IntegerField()
     dl = models.IntegerField()
 
     class Meta:
-        indexes = [
-            models.Index(
-                fields=["collection", "space", "term"],
-                include=["chunk", "tf", "dl"],
-                name="django_rag_posting_term",
-            ),
-        ]
+        managed = False
+        db_table = "django_rag_posting"
 
 
 class TextStats(models.Model):
@@ -323,31 +363,5 @@ class TextStats(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["collection", "space", "shard"], name="django_rag_textstats_shard"
-            ),
-        ]
-
-
-class TermStats(models.Model):
-    """Per-collection, per-space document frequency of each lexeme, as deltas in shard rows.
-
-    Kept by the chunk triggers beside ``TextStats`` (migration 0005) so that BM25 reads a
-    term's frequency from a handful of rows instead of counting its postings on every query.
-    Readers sum the shards; a term whose sum is 0 has no postings left.
-    """
-
-    collection = models.ForeignKey(
-        Collection, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
-    )
-    space = models.CharField(max_length=200)
-    term = models.TextField()
-    shard = models.SmallIntegerField()
-    df = models.BigIntegerField(default=0)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["collection", "space", "term", "shard"],
-                include=["df"],
-                name="django_rag_termstats_term",
             ),
         ]

@@ -42,8 +42,8 @@ stats AS (
     FROM django_rag_textstats WHERE collection_id = %s AND space = %s
 )
 SELECT t.term,
-       (SELECT coalesce(sum(d.df), 0) FROM django_rag_termstats AS d
-        WHERE d.collection_id = %s AND d.space = %s AND d.term = t.term),
+       (SELECT coalesce(sum(p.n), 0) FROM django_rag_postblock AS p
+        WHERE p.collection_id = %s AND p.space = %s AND p.term = t.term),
        s.n, s.avgdl
 FROM terms AS t CROSS JOIN stats AS s(n, avgdl)
 """
@@ -171,7 +171,7 @@ class ChunkQuerySet(models.QuerySet["Chunk"]):
 
         Lazy and composable like ``nearest``: filters added afterwards apply before the top-k
         cut. Scores equal ``kb.search(mode="text")``'s; that path is faster on large
-        collections (it reads postings by term instead of per candidate chunk).
+        collections (it reads the rarest terms' postings, not every matching chunk's text).
         """
         check_k(k)
         check_choice(syntax, "syntax", SYNTAXES, "query syntax")
@@ -185,12 +185,14 @@ class ChunkQuerySet(models.QuerySet["Chunk"]):
         terms = [term for term, *_ in rows]
         dfs = [df for _, df, _, _ in rows]
         n, avgdl = (rows[0][2], rows[0][3]) if rows else (1.0, 1.0)
-        weight = bm25_expression("p.tf", "p.dl", *bm25_factors("w.df", "%s", "%s"))
+        tf = "coalesce(array_length(u.positions, 1), 1)"
+        weight = bm25_expression(tf, "django_rag_lexeme_count(v)", *bm25_factors("w.df", "%s", "%s"))
         score = RawSQL(
-            # Term order, as the store's leg sums: the same bits for the same postings.
-            f'SELECT coalesce(sum({weight} ORDER BY p.term COLLATE "C"), 0) FROM django_rag_posting AS p '
-            "JOIN unnest(%s::text[], %s::float8[]) AS w(term, df) ON p.term = w.term "
-            'WHERE p.chunk_id = "django_rag_chunk"."id"',
+            # From the chunk's own text vector, in term order, as the store's leg sums: the same
+            # bits for the same chunk.
+            f'SELECT coalesce(sum({weight} ORDER BY w.term COLLATE "C"), 0) '
+            'FROM (SELECT "django_rag_chunk"."search_vector") AS x(v) CROSS JOIN LATERAL unnest(x.v) AS u '
+            "JOIN unnest(%s::text[], %s::float8[]) AS w(term, df) ON u.lexeme = w.term",
             [float(n), float(avgdl), terms, [float(df) for df in dfs]],
             output_field=models.FloatField(),
         )

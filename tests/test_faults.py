@@ -111,8 +111,8 @@ def state(collection: str = "notes") -> dict[str, Any]:
             [kb.pk],
         ),
         "termstats": execute(
-            "SELECT space, term, sum(df) FROM django_rag_termstats WHERE collection_id = %s "
-            "GROUP BY space, term HAVING sum(df) <> 0 ORDER BY 1, 2",
+            "SELECT space, term, sum(n) FROM django_rag_postblock WHERE collection_id = %s "
+            "GROUP BY space, term ORDER BY 1, 2",
             [kb.pk],
         ),
     }

@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
         "django_rag.database",
         "django_rag.retry",
         "django_rag.sql",
+        "django_rag.bm25",
         "django_rag.validation",
         "django_rag.beir",
         "django_rag.dberrors",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from io import StringIO
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -31,6 +32,7 @@ def test_migrations_reverse_to_0004_and_forward_again() -> None:
     migrate("scratch", "0004")
     assert trigger_function("scratch") == after_0002
     migrate("scratch")
+    assert "django_rag_postblock" in trigger_function("scratch")
     kb = rag.collection("docs", using="scratch")
     kb.index([rag.RagDocument("a", "backups run nightly")])
     assert [hit.source_id for hit in kb.search("backups", k=1, mode="text")] == ["a"]
@@ -45,3 +47,43 @@ def test_no_migration_reads_another_migrations_source() -> None:
     for path in folder.glob("0*.py"):
         source = path.read_text()
         assert "import_module" not in source and "django_rag.migrations." not in source, path.name
+
+
+def postings_and_frequencies(alias: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT chunk_id, collection_id, space, term, tf, dl FROM django_rag_posting ORDER BY 1, 4"
+        )
+        postings = cursor.fetchall()
+        cursor.execute(
+            "SELECT collection_id, space, term, count(*) FROM django_rag_posting "
+            "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
+        )
+        return postings, cursor.fetchall()
+
+
+@pytest.mark.django_db(databases=["scratch"], transaction=True)
+def test_0008_moves_stored_postings_into_blocks_and_back() -> None:
+    migrate("scratch", "0007")
+    kb = rag.collection("docs", using="scratch")
+    kb.index([rag.RagDocument(f"d{i}", f"backups run nightly {i} times, restores weekly") for i in range(30)])
+    before = postings_and_frequencies("scratch")
+    with connections["scratch"].cursor() as cursor:
+        cursor.execute(
+            "SELECT collection_id, space, term, sum(df) FROM django_rag_termstats "
+            "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
+        )
+        assert cursor.fetchall() == before[1]
+    migrate("scratch", "0008")
+    assert postings_and_frequencies("scratch") == before
+    hits = kb.search("nightly restores", k=30, mode="text")
+    assert len(hits) == 30
+    migrate("scratch", "0007")
+    assert postings_and_frequencies("scratch") == before
+    with connections["scratch"].cursor() as cursor:
+        cursor.execute(
+            "SELECT collection_id, space, term, sum(df) FROM django_rag_termstats "
+            "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
+        )
+        assert cursor.fetchall() == before[1]
+    migrate("scratch")

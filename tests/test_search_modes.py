@@ -186,14 +186,14 @@ def test_a_one_percent_filter_on_an_hnsw_index_still_returns_k_rows() -> None:
     assert {h.document.tenant for h in hits} == {"rare"}
 
 
-def test_the_hybrid_vector_leg_uses_the_space_index_and_the_text_leg_the_postings_index() -> None:
+def test_the_hybrid_vector_leg_uses_the_space_index_and_the_text_leg_the_posting_blocks_key() -> None:
     kb = rag.collection("docs")
     kb.index([rag.RagDocument(f"n/{i}", f"note {i} about subject {i % 50}") for i in range(3000)], tenant="t")
     index = build_space_index(kb)
     for scope, generic in (({}, False), ({"tenant": "t"}, False), ({}, True), ({"tenant": "t"}, True)):
         plan = explain(kb, generic=generic, **scope)
         assert f"Index Scan using {index}" in plan, plan
-        assert "django_rag_posting_term" in plan, plan
+        assert "django_rag_postblock_pkey" in plan, plan
 
 
 def test_orm_text_search_matches_kb_search_and_composes_with_filters(kb: rag.Collection) -> None:

@@ -12,6 +12,7 @@ from django.test import override_settings
 
 import django_rag as rag
 from django_rag.models import Chunk, Posting
+from tests.text_index import assert_text_index_matches_chunks
 
 pytestmark = pytest.mark.django_db
 
@@ -110,40 +111,6 @@ def test_an_unchanged_setting_rewrites_nothing() -> None:
             cursor.execute(updates)
             assert cursor.fetchone()[0] == before_updates
         assert list(Chunk.objects.filter(collection=kb).values_list("pk", "search_vector")) == before
-
-
-def assert_text_index_matches_chunks() -> None:
-    """Postings and statistics (collection totals, per-term frequencies) equal what the stored
-    tsvectors say, whatever wrote the chunks."""
-    expected_postings = """
-        SELECT c.id, c.collection_id, c.space, u.lexeme, coalesce(array_length(u.positions, 1), 1),
-               sum(coalesce(array_length(u.positions, 1), 1)) OVER (PARTITION BY c.id)
-        FROM django_rag_chunk AS c CROSS JOIN LATERAL unnest(c.search_vector) AS u
-        WHERE c.search_vector IS NOT NULL"""
-    stored_postings = "SELECT chunk_id, collection_id, space, term, tf, dl FROM django_rag_posting"
-    with connection.cursor() as cursor:
-        for left, right in ((expected_postings, stored_postings), (stored_postings, expected_postings)):
-            cursor.execute(f"SELECT count(*) FROM ({left} EXCEPT ALL {right}) AS d")
-            assert cursor.fetchone()[0] == 0
-        cursor.execute("""
-            SELECT c.collection_id, c.space, count(*), sum(l.n) FROM django_rag_chunk AS c
-            CROSS JOIN LATERAL (
-                SELECT sum(coalesce(array_length(u.positions, 1), 1)) AS n FROM unnest(c.search_vector) AS u
-            ) AS l
-            WHERE c.search_vector IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2""")
-        expected_stats = [(c, s, int(n), int(length)) for c, s, n, length in cursor.fetchall()]
-        cursor.execute("""
-            SELECT collection_id, space, sum(chunks), sum(length) FROM django_rag_textstats
-            GROUP BY 1, 2 HAVING sum(chunks) <> 0 OR sum(length) <> 0 ORDER BY 1, 2""")
-        assert [(c, s, int(n), int(length)) for c, s, n, length in cursor.fetchall()] == expected_stats
-        cursor.execute("""
-            SELECT collection_id, space, term, count(*) FROM django_rag_posting
-            GROUP BY 1, 2, 3 ORDER BY 1, 2, 3""")
-        expected_dfs = cursor.fetchall()
-        cursor.execute("""
-            SELECT collection_id, space, term, sum(df) FROM django_rag_termstats
-            GROUP BY 1, 2, 3 HAVING sum(df) <> 0 ORDER BY 1, 2, 3""")
-        assert [(c, s, t, int(df)) for c, s, t, df in cursor.fetchall()] == expected_dfs
 
 
 def test_postings_and_statistics_follow_every_kind_of_chunk_write() -> None:

@@ -2,7 +2,7 @@
 
 The one place that reads postings for explanations (the admin's retrieval test page). It scores
 with the same statistics and the same formula as the text leg of ``pgsearch._text_leg`` (terms
-from ``to_tsvector`` of the query, document frequencies from ``django_rag_termstats``, collection
+from ``to_tsvector`` of the query, document frequencies from the block sizes, collection
 totals from ``django_rag_textstats``, ``bm25_factors``/``bm25_expression``), so a chunk's weights
 sum to its BM25 score there. A change to the postings layout changes both.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db import connections
 
-from ..models import Collection
+from ..models import POSTING_BUCKET_BITS, Collection
 from ..sql import bm25_expression, bm25_factors
 from .base import TermWeights
 
@@ -30,17 +30,18 @@ stats AS (
     FROM django_rag_textstats WHERE collection_id = %(collection)s AND space = %(space)s
 ),
 df AS (
-    SELECT t.term, sum(t.df)::float8 AS df FROM django_rag_termstats AS t
-    WHERE t.collection_id = %(collection)s AND t.space = %(space)s
-      AND t.term = ANY (ARRAY(SELECT term FROM terms))
-    GROUP BY t.term HAVING sum(t.df) > 0
+    SELECT p.term, sum(p.n)::float8 AS df FROM django_rag_postblock AS p
+    WHERE p.collection_id = %(collection)s AND p.space = %(space)s
+      AND p.term = ANY (ARRAY(SELECT term FROM terms))
+    GROUP BY p.term
 ),
 idf AS (SELECT d.term, {w} AS w, {c1} AS c1, {c2} AS c2 FROM df AS d CROSS JOIN stats AS s)
 SELECT NULL::bigint, term, NULL::float8 FROM terms
 UNION ALL
 SELECT p.chunk_id, p.term, {weight}
 FROM idf AS i JOIN django_rag_posting AS p ON p.term = i.term
-WHERE p.collection_id = %(collection)s AND p.space = %(space)s AND p.chunk_id = ANY (%(chunks)s)
+WHERE p.collection_id = %(collection)s AND p.space = %(space)s AND p.bucket = ANY (%(buckets)s)
+  AND p.chunk_id = ANY (%(chunks)s)
 """
 
 
@@ -63,6 +64,8 @@ def term_weights(
         "collection": collection.pk,
         "space": space,
         "chunks": [int(pk) for pk in chunk_ids],
+        # A chunk's postings are in the blocks of its bucket: read those, not the terms' every block.
+        "buckets": sorted({int(pk) >> POSTING_BUCKET_BITS for pk in chunk_ids}),
     }
     with connections[using].cursor() as cursor:
         cursor.execute(_statement(), params)

@@ -2,12 +2,14 @@
 
 The vector leg is an HNSW scan of the space's partial expression index (``rag_migration``)
 with iterative scan on, so filters never starve it of rows. The text leg ranks with BM25 over
-PostgreSQL's own lexemes, read from the postings table that triggers keep (see migrations
-0002 and 0005): document frequencies, collection size and average length come from the
-statistics tables the same triggers keep. Hybrid fuses both rankings with Reciprocal
-Rank Fusion inside the same statement, and the final SELECT returns chunk and document
-columns, so a search is one round trip (the per-transaction index settings travel in the same
-pipeline). A vector-only search is one flat SELECT, as one would write it by hand.
+PostgreSQL's own lexemes, read from the posting blocks that triggers keep (migration 0008):
+document frequencies, collection size and average length come from the statistics tables the
+same triggers keep. By default it reads only the rarest terms' postings and scores a pool of
+chunks exactly (``django_rag.bm25``), so its cost stays flat as the collection grows. Hybrid
+fuses both rankings with Reciprocal Rank Fusion inside the same statement, and the final
+SELECT returns chunk and document columns, so a search is one round trip (the per-transaction
+index settings travel in the same pipeline). A vector-only search is one flat SELECT, as one
+would write it by hand.
 
 Prepared statements: Django connects with psycopg's ``prepare_threshold=None``, which turns
 them off. With ``DATABASES[...]["OPTIONS"] = {"prepare_threshold": 5}`` (and a server or
@@ -33,6 +35,7 @@ from django.db.models import DEFERRED, Field, Model
 from django.utils.safestring import SafeString
 from psycopg.types.json import Jsonb
 
+from ..bm25 import bm25_options
 from ..models import Chunk, Collection, Document
 from ..sql import (
     PREFIX_SEPARATORS,
@@ -136,10 +139,9 @@ def _text_leg(request: SearchRequest, params: dict[str, Any], filters: str, spac
         params["min_bm25"] = request.scope.min_score
         floor = " AND b.score >= %(min_bm25)s"
     w, c1, c2 = bm25_factors("d.df", "s.n", "s.avgdl")
-    weight = bm25_expression("p.tf", "p.dl", "i.w", "i.c1", "i.c2")
     # Postings already carry the space: the chunk table is joined only when something filters on it.
     join = " JOIN django_rag_chunk AS c ON c.id = b.id" if filters or matcher else ""
-    return f"""
+    head = f"""
 terms AS (
     SELECT DISTINCT u.lexeme AS term FROM unnest(to_tsvector(%(config)s::regconfig, {terms_from})) AS u
 ),
@@ -149,30 +151,86 @@ stats AS (
     FROM django_rag_textstats WHERE collection_id = %(collection)s AND space = {space}
 ),
 df AS (
-    SELECT t.term, sum(t.df)::float8 AS df FROM django_rag_termstats AS t
-    WHERE t.collection_id = %(collection)s AND t.space = {space}
-      AND t.term = ANY (ARRAY(SELECT term FROM terms))
-    GROUP BY t.term HAVING sum(t.df) > 0
+    -- Index-only: the sizes of the term's blocks are in the key index.
+    SELECT p.term, sum(p.n)::float8 AS df FROM django_rag_postblock AS p
+    WHERE p.collection_id = %(collection)s AND p.space = {space}
+      AND p.term = ANY (ARRAY(SELECT term FROM terms))
+    GROUP BY p.term
 ),
 idf AS MATERIALIZED (
     -- The per-term factors once per term, not once per posting.
-    SELECT d.term, {w} AS w, {c1} AS c1, {c2} AS c2 FROM df AS d CROSS JOIN stats AS s
-),
-bm25 AS (
-    -- In term order (bytewise: the cheapest total order): identical chunks get bit-identical
-    -- sums, so ties break by id whatever order the plan meets their postings in
-    -- (3-10 percent slower at 100k chunks).
-    SELECT p.chunk_id AS id, sum({weight} ORDER BY p.term COLLATE "C") AS score
-    FROM idf AS i JOIN django_rag_posting AS p ON p.term = i.term
-    WHERE p.collection_id = %(collection)s AND p.space = {space} AND p.term = ANY (ARRAY(SELECT term FROM df))
-    GROUP BY p.chunk_id
-),
-txt AS MATERIALIZED (
-    SELECT b.id, b.score FROM bm25 AS b{join}
+    SELECT d.term, d.df, {w} AS w, {c1} AS c1, {c2} AS c2 FROM df AS d CROSS JOIN stats AS s
+),"""
+    exhaustive = f"""(
+    SELECT b.id, b.score FROM ({_postings_sum("idf", space)}) AS b{join}
     WHERE true{filters}{matcher}{floor}
     ORDER BY b.score DESC, b.id LIMIT %(candidates)s
+)"""
+    tail = "tranked AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS trank FROM txt)"
+    options = bm25_options()
+    if options.mode == "exact":
+        return f"{head}\ntxt AS MATERIALIZED {exhaustive},\n{tail}"
+    params["budget"] = options.budget
+    params["pool"] = max(options.pool, params["candidates"])
+    weight = bm25_expression("coalesce(array_length(u.positions, 1), 1)", "p.dl", "i.w", "i.c1", "i.c2")
+    bounded = f"""
+essential AS MATERIALIZED (
+    -- The rarest terms whose postings fit the budget together (always the rarest one): read in full.
+    SELECT x.term, x.w, x.c1, x.c2 FROM (
+        SELECT i.*, sum(i.df) OVER (ORDER BY i.df, i.term ROWS UNBOUNDED PRECEDING) AS upto
+        FROM idf AS i
+    ) AS x WHERE x.upto <= %(budget)s OR x.upto = x.df
 ),
-tranked AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS trank FROM txt)"""
+pool AS MATERIALIZED (
+    -- The best chunks on the rare terms alone, with their lengths (every posting carries it).
+    SELECT b.id, b.dl FROM ({_postings_sum("essential", space, with_length=True)}) AS b
+    ORDER BY b.score DESC, b.id LIMIT %(pool)s
+),
+rescored AS (
+    -- Every query term, from the chunk's own text vector, in the exhaustive leg's term order:
+    -- the same bits as the exhaustive sum for the same chunk.
+    SELECT p.id, (
+        SELECT sum({weight} ORDER BY i.term COLLATE "C")
+        FROM unnest(c.search_vector) AS u JOIN idf AS i ON i.term = u.lexeme
+    ) AS score
+    FROM pool AS p JOIN django_rag_chunk AS c ON c.id = p.id
+    WHERE true{filters}{matcher}
+),
+found AS MATERIALIZED (
+    SELECT b.id, b.score FROM rescored AS b WHERE true{floor}
+    ORDER BY b.score DESC, b.id LIMIT %(candidates)s
+),
+short AS MATERIALIZED (
+    -- Too few hits, and some chunk was never looked at (a full pool, or terms not read): the
+    -- exhaustive leg answers instead.
+    SELECT (SELECT count(*) FROM found) < %(candidates)s
+       AND ((SELECT count(*) FROM pool) >= %(pool)s
+            OR (SELECT count(*) FROM essential) < (SELECT count(*) FROM idf)) AS fallback
+),
+txt AS MATERIALIZED (
+    SELECT id, score FROM found WHERE NOT (SELECT fallback FROM short)
+    UNION ALL
+    SELECT id, score FROM {exhaustive} AS e WHERE (SELECT fallback FROM short)
+),"""
+    return f"{head}{bounded}\n{tail}"
+
+
+def _postings_sum(terms: str, space: str, *, with_length: bool = False) -> str:
+    """Per chunk, the BM25 sum over the postings of the terms in CTE ``terms`` (term, w, c1, c2)."""
+    weight = bm25_expression("e.tf", "e.dl", "i.w", "i.c1", "i.c2")
+    if with_length:
+        # The pool's order only: no need for the bit-exact term order of the final scores.
+        columns = f"sum({weight}) AS score, min(e.dl) AS dl"
+    else:
+        # In term order (bytewise: the cheapest total order): identical chunks get bit-identical
+        # sums, so ties break by id whatever order the plan meets their postings in.
+        columns = f'sum({weight} ORDER BY i.term COLLATE "C") AS score'
+    return f"""
+        SELECT e.id, {columns}
+        FROM {terms} AS i JOIN django_rag_postblock AS p
+          ON p.collection_id = %(collection)s AND p.space = {space} AND p.term = i.term
+        CROSS JOIN LATERAL unnest(p.chunks, p.tfs, p.dls) AS e(id, tf, dl)
+        GROUP BY e.id"""
 
 
 def build_sql(collection: Collection, request: SearchRequest) -> tuple[str, dict[str, Any]]:

@@ -1,0 +1,61 @@
+"""How the text leg reads BM25 postings: ``RAG["BM25"]``, read when a text or hybrid search runs.
+
+``"bounded"`` (the default) keeps a query's cost flat as the collection grows. It reads the
+postings of the query's rarest terms in full, as many terms as fit in ``BUDGET`` postings
+together (and always the rarest term, however long), ranks the chunks they name by that
+partial score, and scores the best ``POOL`` of them exactly from their stored text vectors,
+every query term included (the common terms' long posting lists are never read). Scores are
+bit-identical to the exhaustive leg's; the ranking can only differ for chunks that hold none
+of the rare terms, or that rank below the pool on the rare terms alone. When filters leave
+fewer hits than asked for, the leg falls back to the exhaustive one. ``"exact"`` reads every
+posting of every query term (for evaluation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from django.conf import settings
+
+from .conf import rag_settings
+from .exceptions import ConfigurationError
+
+__all__ = ["MODES", "Bm25Options", "bm25_options"]
+
+MODES = ("bounded", "exact")
+
+
+@dataclass(frozen=True)
+class Bm25Options:
+    """Each field is the ``RAG["BM25"]`` key of the same name in upper case."""
+
+    mode: str = "bounded"
+    # Postings read per query: the rarest terms that fit together (the rarest one always, whole).
+    budget: int = 20_000
+    # Chunks scored exactly from their text vectors, best on the rare terms first (at least the
+    # number of candidates a hybrid search asks for).
+    pool: int = 200
+
+
+def bm25_options() -> Bm25Options:
+    """``RAG["BM25"]`` over the defaults; the defaults alone where Django is not configured."""
+    given: dict[str, Any] = {}
+    if settings.configured:
+        given = {key.lower(): value for key, value in (getattr(rag_settings, "BM25", None) or {}).items()}
+    known = {field.name for field in fields(Bm25Options)}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise ConfigurationError(
+            f"RAG['BM25'] has unknown keys {[key.upper() for key in unknown]}; "
+            f"known: {sorted(key.upper() for key in known)}"
+        )
+    if given.get("mode", "bounded") not in MODES:
+        raise ConfigurationError(f"RAG['BM25']['MODE'] must be one of {list(MODES)}, got {given['mode']!r}")
+    for key in ("budget", "pool"):
+        value = given.get(key, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigurationError(
+                f"RAG['BM25']['{key.upper()}'] must be a positive integer, got {value!r}"
+            )
+    return Bm25Options(**given)
