@@ -192,7 +192,7 @@ def test_reembed_moves_a_collection_to_its_new_embedder_without_losing_documents
     kb.index(FAQ, tags=["faq"], tenant="acme")
     bigger = {"BACKEND": "django_rag.embedders.hashing.HashingEmbedder", "MODEL": "bigger", "DIMENSIONS": 128}
     with override_settings(RAG={"EMBEDDERS": {"default": bigger}, "COLLECTIONS": {"docs": {}}}):
-        call_command("rag_reindex", "docs", verbosity=0)
+        call_command("rag_reindex", "docs", "--drop-old", verbosity=0)
         assert set(Chunk.objects.values_list("space", flat=True)) == {"bigger:128"}
         hits = rag.collection("docs").search("pg_restore a dump", tenant="acme", tags=["faq"])
         assert hits[0].source_id == "faq/restore"
