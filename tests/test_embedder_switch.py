@@ -37,7 +37,20 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 HASHING = "django_rag.embedders.hashing.HashingEmbedder"
 OLD = {"BACKEND": HASHING, "DIMENSIONS": 32}  # space hashing:32
-WORDS = "backup restore invoice snapshot ledger archive tariff harbour lantern meadow orchard quartz".split()
+WORDS = [
+    "backup",
+    "restore",
+    "invoice",
+    "snapshot",
+    "ledger",
+    "archive",
+    "tariff",
+    "harbour",
+    "lantern",
+    "meadow",
+    "orchard",
+    "quartz",
+]
 
 
 def rag_config(embedder: str, log: Path, *, third: bool = True) -> dict[str, Any]:
