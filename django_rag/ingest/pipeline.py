@@ -18,6 +18,7 @@ from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 
+from ..dberrors import translate_db_errors
 from ..embedders import Embedder
 from ..exceptions import ConfigurationError, EmbedderError, QueryError
 from ..models import Collection, embedder_for_space
@@ -174,7 +175,7 @@ def _write_batch(
             copies[space] = own
         first = False
         keys = [(info.tenant, info.source_id) for info, _ in prepared]
-        with store.locked(collection, keys):
+        with translate_db_errors(store.using), store.locked(collection, keys):
             if collection.space_state(lock=True, using=store.using) != state:
                 continue  # a switch moved on while we embedded: round again, outside the transaction
             written = SyncResult()
