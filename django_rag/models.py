@@ -153,6 +153,9 @@ class CollectionManager(models.Manager["Collection"]):
                 row.active_embedder, row.active_space = row.embedder, declared
                 row.save(using=using, update_fields=["active_embedder", "active_space", "updated_at"])
             elif switch is None:
+                # Leftovers of that space (a switch back before --drop-old) are stale for every
+                # document changed since: they go, so the switch refills the space completely.
+                Chunk.objects.using(using).filter(collection=row, space=declared).delete()
                 EmbeddingSwitch.objects.using(using).create(
                     collection=row, embedder=row.embedder, space=declared, source_space=row.active_space
                 )
