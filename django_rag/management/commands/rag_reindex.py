@@ -38,9 +38,9 @@ from django_rag.tasks import enqueue, enqueue_switch, uses_celery
 
 class Command(BaseCommand):
     help = (
-        "Re-index the given collections (default: all) by moving their documents into the embedding "
-        "space of the collection's current embedder, or the given registered models (APP.MODEL) by "
-        "ingesting their rows again."
+        "Re-index the given collections (default: all): switch a collection whose EMBEDDER changed to "
+        "its new embedding space with no downtime (fill, index, flip; --abort, --drop-old), or "
+        "re-ingest the rows of the given registered models (APP.MODEL)."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
