@@ -313,7 +313,8 @@ def _switch_messages(cursor: Any) -> tuple[list[CheckMessage], set[str]]:
             messages.append(
                 Warning(
                     f"collection {name!r} searches space {active_space}, its last complete one, but no "
-                    "embedder in RAG['EMBEDDERS'] makes it any more: its searches, answers and ingestion fail",
+                    "embedder in RAG['EMBEDDERS'] makes it any more: its searches, answers and ingestion "
+                    "fail",
                     hint="Keep the old embedder under an alias of its own (e.g. 'previous': {...} in "
                     f"RAG['EMBEDDERS']) until `manage.py rag_reindex {name}` has flipped it to its new "
                     "EMBEDDER.",
