@@ -281,9 +281,66 @@ def _database_messages(cursor: Any, alias: str) -> list[CheckMessage]:
     return messages
 
 
-def _space_messages(cursor: Any) -> list[CheckMessage]:
+_SWITCHES = """
+SELECT c.name, c.embedder, c.active_space, s.embedder, s.space
+FROM django_rag_collection AS c LEFT JOIN django_rag_embeddingswitch AS s ON s.collection_id = c.id
+"""
+
+
+def _switch_messages(cursor: Any) -> tuple[list[CheckMessage], set[str]]:
+    """Embedder switches the settings contradict, and active spaces no embedder makes any more.
+
+    Returns the messages and the names of collections with a switch open (W003 is for the others).
+    """
     messages: list[CheckMessage] = []
+    cursor.execute("SELECT to_regclass('django_rag_embeddingswitch') IS NOT NULL")
+    if not cursor.fetchone()[0]:
+        return messages, set()  # migration 0009 not applied yet: `migrate` comes first
+    cursor.execute(_SWITCHES)
+    rows = cursor.fetchall()
+    spaces: dict[str, str] = {}
+    for alias in rag_settings.EMBEDDERS:
+        try:
+            spaces[alias] = get_embedder(alias).space
+        except RagError:
+            continue  # reported by check_settings
+    switching = set()
+    for name, row_alias, active_space, target_alias, target_space in rows:
+        alias = (rag_settings.collection_options(name) or {}).get("EMBEDDER", row_alias)
+        if target_space:
+            switching.add(name)
+            declared = spaces.get(alias)
+            if declared is not None and declared != target_space:
+                messages.append(
+                    Warning(
+                        f"collection {name!r} is switching to {target_space} (embedder {target_alias!r}) but "
+                        f"its EMBEDDER is now {alias!r} ({declared}): one switch at a time",
+                        hint=f"Run `manage.py rag_reindex {name} --abort`, then "
+                        f"`manage.py rag_reindex {name}`; or set EMBEDDER back to {target_alias!r} "
+                        "to finish the first switch.",
+                        id="django_rag.W020",
+                    )
+                )
+        if active_space and active_space not in spaces.values():
+            messages.append(
+                Warning(
+                    f"collection {name!r} searches space {active_space}, its last complete one, but no "
+                    "embedder in RAG['EMBEDDERS'] makes it any more: its searches, answers and ingestion "
+                    "fail",
+                    hint="Keep the old embedder under an alias of its own (e.g. 'previous': {...} in "
+                    f"RAG['EMBEDDERS']) until `manage.py rag_reindex {name}` has flipped it to its new "
+                    "EMBEDDER.",
+                    id="django_rag.W021",
+                )
+            )
+    return messages, switching
+
+
+def _space_messages(cursor: Any) -> list[CheckMessage]:
+    messages, switching = _switch_messages(cursor)
     for name, options in rag_settings.COLLECTIONS.items():
+        if name in switching:
+            continue  # searches stay on the active space; W020/W021 and rag_status tell the rest
         alias_name = (options or {}).get("EMBEDDER", "default")
         try:
             embedder = get_embedder(alias_name)

@@ -39,7 +39,17 @@ from .conf import rag_settings
 from .exceptions import ConfigurationError
 from .ingest.registration import get_registration, media_settings, registration_for
 from .ingest.rows import ingest_instance, remove_instance, rescope_row
-from .models import Collection
+from .ingest.switch import (
+    SwitchAborted,
+    drop_old,
+    fill,
+    flip,
+    get_switch,
+    index_problem,
+    start_run,
+    target_embedder,
+)
+from .models import Collection, Document
 from .retry import is_transient
 from .stores import get_store
 
@@ -47,12 +57,15 @@ __all__ = [
     "backoff",
     "connect_signals",
     "enqueue",
+    "enqueue_switch",
     "ingest",
     "ingest_task",
     "remove",
     "remove_task",
     "schedule_ingest",
     "schedule_removal",
+    "switch_fill",
+    "switch_flip",
     "task_backend",
     "uses_celery",
 ]
@@ -355,8 +368,118 @@ def remove_job(
     return remove_instance(app_label, model_name, pk, using=using)
 
 
+def enqueue_switch(
+    collection: Collection,
+    space: str,
+    *,
+    batch_size: int,
+    queue: str,
+    flip: bool = True,
+    drop_old: bool = False,
+) -> int:
+    """Send an embedder switch's work to Celery: one task per ``batch_size`` documents, then the flip.
+
+    Batches are ranges of document ids; each fills what its range still misses in ``space``
+    (idempotent: a redelivered or repeated batch writes nothing twice). The flip task waits,
+    retrying, until no document is missing, then flips (see ``django_rag.ingest.switch``).
+    Returns the number of batches.
+    """
+    if switch_fill_task is None or switch_flip_task is None:
+        raise ConfigurationError('Celery is not installed: pip install "django-rag[celery]"')
+    using = collection.using
+    start_run(collection, using=using)
+    ids = (
+        Document.objects.using(using)
+        .filter(collection=collection)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    batches = 0
+    after: int | None = None
+    batch: list[int] = []
+    for pk in ids.iterator(chunk_size=10_000):
+        batch.append(pk)
+        if len(batch) >= batch_size:
+            switch_fill_task.apply_async(
+                args=(collection.pk, space, after, batch[-1], batch_size, using), queue=queue
+            )
+            after, batch, batches = batch[-1], [], batches + 1
+    if batch or after is None:
+        switch_fill_task.apply_async(args=(collection.pk, space, after, None, batch_size, using), queue=queue)
+        batches += 1
+    if flip:
+        switch_flip_task.apply_async(args=(collection.pk, space, drop_old, using), queue=queue, countdown=1)
+    return batches
+
+
+def switch_fill(
+    task: Any,
+    collection_id: int,
+    space: str,
+    after: int | None,
+    until: int | None,
+    batch_size: int,
+    using: str | None = None,
+) -> int:
+    """One batch of an embedder switch: documents ``after < id <= until`` missing from ``space``."""
+    using = using or rag_settings.DATABASE
+    kb = Collection.objects.using(using).filter(pk=collection_id).first()
+    pending = get_switch(kb, using=using) if kb is not None else None
+    if kb is None or pending is None or pending.space != space:
+        return 0  # flipped, aborted or replaced since it was enqueued: nothing left for this task
+    try:
+        result = fill(
+            kb,
+            space,
+            target_embedder(pending, kb),
+            batch_size=batch_size,
+            using=using,
+            after=after,
+            until=until,
+        )
+    except SwitchAborted:
+        return 0
+    except Exception as exc:
+        if not is_transient(exc):
+            raise
+        settings = media_settings()
+        raise task.retry(
+            exc=exc, countdown=backoff(task.request.retries, settings), max_retries=settings["MAX_RETRIES"]
+        ) from exc
+    return result.documents
+
+
+# The flip task polls for completeness this often, for at most a day of batches.
+FLIP_POLL_SECONDS = 5
+FLIP_MAX_POLLS = 17_280
+
+
+def switch_flip(
+    task: Any, collection_id: int, space: str, drop: bool = False, using: str | None = None
+) -> str:
+    """Flip a switch once its batches are done (retried until then); ``drop``: delete the old space."""
+    using = using or rag_settings.DATABASE
+    kb = Collection.objects.using(using).filter(pk=collection_id).first()
+    pending = get_switch(kb, using=using) if kb is not None else None
+    if kb is None or pending is None or pending.space != space:
+        return "gone"
+    problem = index_problem(kb, space, using=using)
+    if problem:
+        logger.error("django-rag: collection %r not flipped: %s", kb.name, problem)
+        return "needs index"
+    if not flip(kb, using=using):
+        raise task.retry(countdown=FLIP_POLL_SECONDS, max_retries=FLIP_MAX_POLLS)
+    if drop:
+        drop_old(kb, using=using)
+    return "flipped"
+
+
 ingest_task: Any = None
 remove_task: Any = None
+switch_fill_task: Any = None
+switch_flip_task: Any = None
 if celery is not None:
     ingest_task = celery.shared_task(name="django_rag.ingest", **_OPTIONS)(ingest)
     remove_task = celery.shared_task(name="django_rag.remove", **_OPTIONS)(remove)
+    switch_fill_task = celery.shared_task(name="django_rag.switch_fill", **_OPTIONS)(switch_fill)
+    switch_flip_task = celery.shared_task(name="django_rag.switch_flip", **_OPTIONS)(switch_flip)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -34,3 +36,27 @@ class EditingEmbedder(HashingEmbedder):
         if edit is not None:
             edit()
         return super()._embed(texts, kind)
+
+
+class LoggingEmbedder(HashingEmbedder):
+    """Appends every document text it embeds to the file ``log``, one JSON line each, in any process.
+
+    The embedder switch tests count these lines to prove a killed and restarted ``rag_reindex``
+    embeds no text twice.
+    """
+
+    def __init__(self, *, log: str, **options: Any) -> None:
+        super().__init__(**options)
+        self.log = Path(log)
+
+    def _embed(self, texts: list[str], kind: str) -> list[Vector]:
+        vectors = super()._embed(texts, kind)
+        if kind == "document":
+            lines = "".join(json.dumps(text) + "\n" for text in texts)
+            # One O_APPEND write per call: lines of concurrent processes never interleave.
+            fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            try:
+                os.write(fd, lines.encode())
+            finally:
+                os.close(fd)
+        return vectors

@@ -173,11 +173,19 @@ def test_searching_a_space_the_store_does_not_hold_names_the_fix() -> None:
     kb = rag.collection("docs")
     kb.index(FAQ)
     other = {"BACKEND": "django_rag.embedders.hashing.HashingEmbedder", "MODEL": "bigger", "DIMENSIONS": 128}
+    # The alias redefined in place: the collection keeps searching its complete 64-dim space
+    # (an embedder switch opens), which needs the old embedder to embed the query.
     with (
         override_settings(RAG={"EMBEDDERS": {"default": other}, "COLLECTIONS": {"docs": {}}}),
-        pytest.raises(rag.ConfigurationError, match=r"128.*64-dim.*rag_reindex docs"),
+        pytest.raises(rag.ConfigurationError, match=r"'hashing:64'.*keep the old embedder.*rag_reindex docs"),
     ):
         rag.collection("docs").search("database")
+    previous = {"BACKEND": "django_rag.embedders.hashing.HashingEmbedder", "DIMENSIONS": 64}
+    with override_settings(
+        RAG={"EMBEDDERS": {"default": other, "previous": previous}, "COLLECTIONS": {"docs": {}}}
+    ):
+        hits = rag.collection("docs").search("database")
+    assert hits and {hit.chunk.space for hit in hits} == {"hashing:64"}
 
 
 def test_public_api_imports_without_side_effects() -> None:
@@ -192,7 +200,7 @@ def test_reembed_moves_a_collection_to_its_new_embedder_without_losing_documents
     kb.index(FAQ, tags=["faq"], tenant="acme")
     bigger = {"BACKEND": "django_rag.embedders.hashing.HashingEmbedder", "MODEL": "bigger", "DIMENSIONS": 128}
     with override_settings(RAG={"EMBEDDERS": {"default": bigger}, "COLLECTIONS": {"docs": {}}}):
-        call_command("rag_reindex", "docs", verbosity=0)
+        call_command("rag_reindex", "docs", "--drop-old", verbosity=0)
         assert set(Chunk.objects.values_list("space", flat=True)) == {"bigger:128"}
         hits = rag.collection("docs").search("pg_restore a dump", tenant="acme", tags=["faq"])
         assert hits[0].source_id == "faq/restore"

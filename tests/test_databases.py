@@ -146,8 +146,8 @@ def test_reembedding_moves_only_its_databases_documents() -> None:
     collections = {**settings.RAG["COLLECTIONS"], "docs": {"EMBEDDER": "moved"}}
     with override_settings(RAG={**settings.RAG, "EMBEDDERS": moved, "COLLECTIONS": collections}):
         with nothing_on_default():
-            out = run("rag_reindex", "docs", "--database", "other")
-        assert "2 documents moved" in out
+            out = run("rag_reindex", "docs", "--database", "other", "--drop-old")
+        assert "2 documents embedded into moved:64" in out
     assert set(Chunk.objects.using("other").values_list("space", flat=True)) == {"moved:64"}
     assert set(Chunk.objects.using("default").values_list("space", flat=True)) == {"hashing:64"}
 

@@ -27,8 +27,9 @@ import django_rag as rag
 from django_rag.embedders.hashing import HashingEmbedder
 from django_rag.exceptions import ConfigurationError, EmbedderError
 from django_rag.ingest.chunking import chunk_document
-from django_rag.ingest.pipeline import IndexProgress, chunking_options, index_documents, reembed
+from django_rag.ingest.pipeline import IndexProgress, chunking_options, index_documents
 from django_rag.ingest.rows import document_for, ingest_instance
+from django_rag.ingest.switch import reembed
 from django_rag.models import Chunk, Document
 from django_rag.retry import is_transient
 from django_rag.testing import OpenAICompatibleServer

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import django_rag as rag
 from django_rag.exceptions import QueryError
-from django_rag.ingest.pipeline import reembed
+from django_rag.ingest.switch import reembed
 from django_rag.models import Chunk, Document
 from tests.isolation_corpus import CORPUS, PREFIXES, index_corpus, prefix_matches, prop
 from tests.mediaapp.models import Note

@@ -13,13 +13,15 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 
+from ..dberrors import translate_db_errors
 from ..embedders import Embedder
 from ..exceptions import ConfigurationError, EmbedderError, QueryError
-from ..models import Collection
+from ..models import Collection, embedder_for_space
 from ..stores import DocumentInfo, VectorStore, get_store
 from ..types import ChunkData, RagDocument, SyncResult
 from ..validation import FLOAT4_MAX
@@ -34,7 +36,6 @@ __all__ = [
     "document_info",
     "embed_missing",
     "index_documents",
-    "reembed",
     "reserved_prefixes",
 ]
 
@@ -126,15 +127,66 @@ def index_documents(
         else:
             if not prepared:
                 break
-        chunks_of_batch = [c for _, chunks in prepared for c in chunks]
-        embedded = embed_missing(
-            embedder, store, collection, tenant, chunks_of_batch, progress=report, documents=len(prepared)
-        )
-        written = store.upsert_many(collection, prepared, space=embedder.space)
-        written.embedded = embedded
+        written = _write_batch(store, collection, tenant, prepared, report)
         report.written(written)
         result += written
     return result
+
+
+def _write_batch(
+    store: VectorStore,
+    collection: Collection,
+    tenant: str,
+    prepared: list[tuple[DocumentInfo, list[ChunkData]]],
+    report: IndexProgress,
+) -> SyncResult:
+    """Embed a batch into the collection's active space, and a switch's target too, then commit both.
+
+    The spaces are read from the database, then checked again under the collection row's share
+    lock in the write transaction: a switch that began, flipped or was aborted in between sends
+    the batch round again (vectors already made are kept), so no document misses a space.
+    """
+    chunks = [c for _, cs in prepared for c in cs]
+    vectors: dict[str, dict[str, list[float]]] = {}
+    embedded = 0
+    first = True
+    while True:
+        state = collection.space_state(using=store.using)
+        spaces: list[tuple[str, tuple[str, ...]]] = [
+            (state.active_space, (state.active_embedder, collection.embedder))
+        ]
+        if state.target_space and state.target_space != state.active_space:
+            spaces.append((state.target_space, (state.target_embedder or "",)))
+        copies: dict[str, list[ChunkData]] = {}
+        for space, aliases in spaces:
+            embedder = embedder_for_space(space, aliases, collection.name)
+            own = [replace(c, embedding=vectors.get(space, {}).get(c.content_hash)) for c in chunks]
+            todo = [c for c in own if c.embedding is None]
+            embedded += embed_missing(
+                embedder,
+                store,
+                collection,
+                tenant,
+                todo,
+                progress=report if first and space == state.active_space else None,
+                documents=len(prepared),
+            )
+            vectors.setdefault(space, {}).update((c.content_hash, c.embedding or []) for c in todo)
+            copies[space] = own
+        first = False
+        keys = [(info.tenant, info.source_id) for info, _ in prepared]
+        with translate_db_errors(store.using), store.locked(collection, keys):
+            if collection.space_state(lock=True, using=store.using) != state:
+                continue  # a switch moved on while we embedded: round again, outside the transaction
+            written = SyncResult()
+            for space, _ in spaces:
+                own_chunks = iter(copies[space])
+                items = [(info, [next(own_chunks) for _ in cs]) for info, cs in prepared]
+                done = store.upsert_many(collection, items, space=space)
+                if space == state.active_space:
+                    written = done
+        written.embedded = embedded
+        return written
 
 
 def reserved_prefixes(collection: Collection) -> tuple[str, ...]:
@@ -242,42 +294,3 @@ def document_info(
 def _json_safe(value: dict[str, Any]) -> dict[str, Any]:
     safe: dict[str, Any] = json.loads(json.dumps(value, cls=DjangoJSONEncoder))
     return safe
-
-
-def reembed(
-    collection: Collection,
-    *,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    progress: Callable[[int], None] | None = None,
-    using: str | None = None,
-) -> SyncResult:
-    """Move every document of ``collection`` into its embedder's current space.
-
-    Used after changing a collection's EMBEDDER: chunk texts are reused as stored (no loader
-    runs again), embedded in the new space (texts the space already holds for the tenant are
-    not embedded again), and each document's chunks of other spaces are deleted in the same
-    transaction as its new ones are written. ``progress`` is called with the number of
-    documents done.
-    """
-    embedder = collection.get_embedder()
-    space = embedder.space
-    store = get_store(using or collection.using)
-    result = SyncResult()
-    for batch in store.outside_space(collection, space, batch_size=batch_size):
-        by_tenant: dict[str, list[tuple[DocumentInfo, list[ChunkData]]]] = {}
-        for stored in batch:
-            if not stored.chunks:
-                continue
-            by_tenant.setdefault(stored.info.tenant, []).append((stored.info, stored.chunks))
-        for tenant, items in by_tenant.items():
-            result.embedded += embed_missing(
-                embedder, store, collection, tenant, [c for _, chunks in items for c in chunks]
-            )
-        keys = [(stored.info.tenant, stored.info.source_id) for stored in batch]
-        with store.locked(collection, keys):
-            for items in by_tenant.values():
-                result += store.upsert_many(collection, items, space=space)
-            store.drop_other_spaces(collection, keys, space)
-        if progress:
-            progress(len(batch))
-    return result

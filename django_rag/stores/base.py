@@ -96,6 +96,7 @@ class StoredDocument:
     info: DocumentInfo
     space: str
     chunks: list[ChunkData]
+    key: Any = None  # the store's own key of the document (its row id), for resuming a walk
 
 
 @dataclass
@@ -232,6 +233,28 @@ class VectorStore(Protocol):
 
     def drop_other_spaces(self, collection: Collection, keys: Sequence[tuple[str, str]], space: str) -> int:
         """Delete these documents' chunks of every space but ``space``; returns how many."""
+        ...
+
+    def missing_from_space(
+        self, collection: Collection, space: str, source_space: str, *, after: Any = None, limit: int
+    ) -> list[StoredDocument]:
+        """Up to ``limit`` documents (by key, after ``after``) that hold chunks but none in ``space``,
+        each with its chunks of ``source_space`` (else of the space written last): an embedder
+        switch's work left, read from what the target space holds, so a restart resumes."""
+        ...
+
+    def holding_space(
+        self, collection: Collection, keys: Sequence[tuple[str, str]], space: str
+    ) -> set[tuple[str, str]]:
+        """Which of these ``(tenant, source_id)`` documents already hold chunks in ``space``."""
+        ...
+
+    def space_counts(self, collection: Collection) -> dict[str, tuple[int, int]]:
+        """``{space: (chunks, documents)}`` of the collection."""
+        ...
+
+    def drop_space(self, collection: Collection, space: str, *, batch_size: int = 5000) -> int:
+        """Delete the collection's chunks of ``space``, ``batch_size`` per transaction; returns how many."""
         ...
 
     def embeddings(self, hits: Sequence[Hit]) -> list[list[float] | None]:

@@ -258,6 +258,50 @@ class MemoryStore:
                     dropped += len(stored.chunks.pop(other))
         return dropped
 
+    def missing_from_space(
+        self, collection: Collection, space: str, source_space: str, *, after: Any = None, limit: int
+    ) -> list[StoredDocument]:
+        with self._lock:
+            keys = sorted(
+                key
+                for key, stored in self._docs(collection).items()
+                if space not in stored.chunks and any(stored.chunks.values())
+            )
+            found = []
+            for key in keys:
+                if after is not None and key <= after:
+                    continue
+                stored = self._docs(collection)[key]
+                source = source_space if stored.chunks.get(source_space) else next(iter(stored.chunks))
+                chunks = [replace(c, embedding=None) for c in stored.chunks[source]]
+                found.append(StoredDocument(stored.document, source, chunks, key))
+                if len(found) >= limit:
+                    break
+        return found
+
+    def holding_space(
+        self, collection: Collection, keys: Sequence[tuple[str, str]], space: str
+    ) -> set[tuple[str, str]]:
+        with self._lock:
+            docs = self._docs(collection)
+            return {key for key in keys if key in docs and space in docs[key].chunks}
+
+    def space_counts(self, collection: Collection) -> dict[str, tuple[int, int]]:
+        counts: dict[str, tuple[int, int]] = {}
+        with self._lock:
+            for stored in self._docs(collection).values():
+                for space, chunks in stored.chunks.items():
+                    held, documents = counts.get(space, (0, 0))
+                    counts[space] = (held + len(chunks), documents + 1)
+        return dict(sorted(counts.items()))
+
+    def drop_space(self, collection: Collection, space: str, *, batch_size: int = 5000) -> int:
+        dropped = 0
+        with self._lock:
+            for stored in self._docs(collection).values():
+                dropped += len(stored.chunks.pop(space, []))
+        return dropped
+
     def embeddings(self, hits: Sequence[Hit]) -> list[list[float] | None]:
         return [getattr(hit.chunk, "embedding", None) for hit in hits]
 

@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 from django.contrib.contenttypes.models import ContentType
 from django.db import connections, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Count, Exists, OuterRef, Q
 from pgvector.psycopg.vector import register_vector_info
 from psycopg.types.json import Jsonb
 
@@ -483,6 +483,75 @@ class PgVectorStore:
         )
         return deleted
 
+    def missing_from_space(
+        self, collection: Collection, space: str, source_space: str, *, after: Any = None, limit: int
+    ) -> list[StoredDocument]:
+        chunks = Chunk.objects.using(self.using)
+        documents = (
+            Document.objects.using(self.using)
+            .filter(collection=collection)
+            .filter(Exists(chunks.filter(document=OuterRef("pk")).exclude(space=space)))
+            .exclude(Exists(chunks.filter(document=OuterRef("pk"), space=space)))
+            .order_by("pk")
+        )
+        if after is not None:
+            documents = documents.filter(pk__gt=after)
+        batch = list(documents[:limit])
+        rows = chunks.filter(document__in=batch).exclude(space=space).defer("embedding", "search_vector")
+        by_doc: dict[int, dict[str, list[Chunk]]] = {}
+        for row in rows.order_by("document_id", "space", "index"):
+            by_doc.setdefault(row.document_id, {}).setdefault(row.space, []).append(row)
+        stored = []
+        for doc in batch:
+            spaces = by_doc.get(doc.pk)
+            if not spaces:
+                continue  # its chunks went between the two reads
+            source = spaces.get(source_space) or max(spaces.values(), key=lambda cs: max(c.pk for c in cs))
+            stored.append(
+                StoredDocument(_stored_info(doc), source[0].space, [_chunk_data(c) for c in source], doc.pk)
+            )
+        return stored
+
+    def holding_space(
+        self, collection: Collection, keys: Sequence[tuple[str, str]], space: str
+    ) -> set[tuple[str, str]]:
+        if not keys:
+            return set()
+        chunks = Chunk.objects.using(self.using).filter(document=OuterRef("pk"), space=space)
+        held = (
+            Document.objects.using(self.using)
+            .filter(collection=collection)
+            .filter(_keys_q(keys))
+            .filter(Exists(chunks))
+            .values_list("tenant", "source_id")
+        )
+        return set(held)
+
+    def space_counts(self, collection: Collection) -> dict[str, tuple[int, int]]:
+        rows = (
+            Chunk.objects.using(self.using)
+            .filter(collection=collection)
+            .values("space")
+            .annotate(chunks=Count("id"), documents=Count("document", distinct=True))
+            .order_by("space")
+        )
+        return {row["space"]: (row["chunks"], row["documents"]) for row in rows}
+
+    def drop_space(self, collection: Collection, space: str, *, batch_size: int = 5000) -> int:
+        dropped = 0
+        while True:
+            # A batch per transaction: a large space never holds one long lock or one huge trigger run.
+            with (
+                translate_db_errors(self.using),
+                transaction.atomic(using=self.using),
+                connections[self.using].cursor() as cursor,
+            ):
+                cursor.execute(_DROP_SPACE, [collection.pk, space, batch_size])
+                deleted = int(cursor.rowcount)
+            dropped += deleted
+            if deleted < batch_size:
+                return dropped
+
     def embeddings(self, hits: Sequence[Hit]) -> list[list[float] | None]:
         ids = [hit.chunk.pk for hit in hits if isinstance(hit.chunk, Chunk)]
         found = dict(Chunk.objects.using(self.using).filter(pk__in=ids).values_list("pk", "embedding"))
@@ -512,6 +581,13 @@ class PgVectorStore:
     ) -> TermWeights:
         with translate_db_errors(self.using):
             return term_weights(collection, space, text, chunk_ids, self.using)
+
+
+_DROP_SPACE = """
+DELETE FROM django_rag_chunk WHERE id IN (
+    SELECT id FROM django_rag_chunk WHERE collection_id = %s AND space = %s LIMIT %s
+)
+"""
 
 
 def _embedding(chunk: ChunkData) -> list[float]:

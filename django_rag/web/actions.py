@@ -16,8 +16,8 @@ from django.utils.translation import ngettext
 
 from ..api import collection as get_collection
 from ..exceptions import RagError
-from ..ingest.pipeline import reembed
 from ..ingest.registration import registrations
+from ..ingest.switch import reembed
 from ..models import Collection, Document
 from ..stores import get_store
 from ..tasks import schedule_ingest

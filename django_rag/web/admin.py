@@ -7,6 +7,7 @@ superusers see only the documents and query log entries of their scope (``RAG["W
 from __future__ import annotations
 
 from contextvars import ContextVar
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
@@ -21,6 +22,7 @@ from django.utils.translation import gettext_lazy as _
 
 from ..conf import rag_settings
 from ..exceptions import RagError
+from ..ingest.switch import status as switch_status
 from ..models import Chunk, Collection, Document
 from .actions import reindex_collections, reindex_selected, remove_from_index, retry_failed
 from .admin_views import query_report_view, retrieval_test_view
@@ -74,6 +76,9 @@ class CollectionAdmin(ModelAdmin):
         "updated_at",
         "declared_settings",
         "status_summary",
+        "active_embedder",
+        "active_space",
+        "switch_progress",
         "spaces",
         "check_messages",
         "retrieval_test",
@@ -179,6 +184,36 @@ class CollectionAdmin(ModelAdmin):
                 (current, 0, _("yes") if current in indexed else _("no: run manage.py rag_migration"))
             )
         return _table([_("space (✓ current)"), _("chunks"), _("ANN index")], rows)
+
+    @admin.display(description=_("embedder switch"))
+    def switch_progress(self, obj: Collection) -> str:
+        """What ``manage.py rag_status`` shows: a switch's documents done, rate and ETA."""
+        if obj.pk is None:
+            return "-"
+        try:
+            report = switch_status(obj, using=obj.using)
+        except (RagError, DatabaseError) as exc:
+            return f"({exc})"
+        if not report.target_space:
+            return str(_("None in progress."))
+        rate = f"{report.rate:.1f}" if report.rate else "-"
+        eta = str(timedelta(seconds=round(report.eta_seconds))) if report.eta_seconds is not None else "-"
+        rows = [
+            (_("from"), f"{report.active_space} ({report.active_embedder})"),
+            (_("to"), f"{report.target_space} ({report.target_embedder})"),
+            (
+                _("progress"),
+                _("%(done)d/%(total)d documents (%(percent).1f%%)")
+                % {"done": report.documents_done, "total": report.documents_total, "percent": report.percent},
+            ),
+            (_("rate (documents/s)"), rate),
+            (_("ETA"), eta),
+            (_("started"), report.started_at),
+            (_("last batch"), report.progress_at or "-"),
+        ]
+        if report.problem:
+            rows.append((_("problem"), report.problem))
+        return _table([_("switch"), _("value")], rows)
 
     @admin.display(description=_("system check messages"))
     def check_messages(self, obj: Collection) -> str:

@@ -1,9 +1,14 @@
 """Re-index collections or registered models: ``manage.py rag_reindex [COLLECTION | APP.MODEL ...]``.
 
-A collection is re-embedded into its current embedder's space (after its EMBEDDER changed);
-changed TEXT_CONFIG / TEXT_SEARCH settings are applied to its stored chunks first (the text
-index is rebuilt, nothing is embedded), which is the moment to pay for it rather than the
-first request after a deploy.
+A collection whose EMBEDDER changed is switched with no downtime (see
+``django_rag.ingest.switch``): its documents are embedded into the new space in resumable
+batches while searches keep using the old, complete one; then the new space's ANN index is
+checked (``--build-index`` builds it) and the collection flips atomically. ``--no-flip`` stops
+before the flip, ``--abort`` rolls a switch back, ``--drop-old`` deletes the old space's chunks
+(now, or later on its own), ``--async`` hands the batches to Celery workers. Changed
+TEXT_CONFIG / TEXT_SEARCH settings are applied to its stored chunks first (the text index is
+rebuilt, nothing is embedded), which is the moment to pay for it rather than the first request
+after a deploy.
 A registered model (``kb.Attachment``) has every row ingested again, here or with ``--async``
 on the Celery workers; documents of rows that no longer exist are removed.
 """
@@ -21,20 +26,21 @@ from django.core.management.base import BaseCommand, CommandError
 from django_rag.api import collection
 from django_rag.conf import rag_settings
 from django_rag.exceptions import RagError
-from django_rag.ingest.pipeline import DEFAULT_BATCH_SIZE, reembed
+from django_rag.ingest import switch
+from django_rag.ingest.pipeline import DEFAULT_BATCH_SIZE
 from django_rag.ingest.registration import Registration, get_registration
 from django_rag.ingest.rows import ingest_row, is_up_to_date, prune_orphans
 from django_rag.management.options import add_database_argument
 from django_rag.models import Collection, Document
 from django_rag.stores import get_store
-from django_rag.tasks import enqueue, uses_celery
+from django_rag.tasks import enqueue, enqueue_switch, uses_celery
 
 
 class Command(BaseCommand):
     help = (
-        "Re-index the given collections (default: all) by moving their documents into the embedding "
-        "space of the collection's current embedder, or the given registered models (APP.MODEL) by "
-        "ingesting their rows again."
+        "Re-index the given collections (default: all): switch a collection whose EMBEDDER changed to "
+        "its new embedding space with no downtime (fill, index, flip; --abort, --drop-old), or "
+        "re-ingest the rows of the given registered models (APP.MODEL)."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -55,7 +61,44 @@ class Command(BaseCommand):
             "--async",
             dest="run_async",
             action="store_true",
-            help="APP.MODEL: enqueue one Celery task per row instead of ingesting here (needs a broker).",
+            help="APP.MODEL: enqueue one Celery task per row instead of ingesting here; COLLECTION: enqueue "
+            "the switch's batches and its flip (needs a broker).",
+        )
+        switching = parser.add_argument_group("embedder switch (collections)")
+        switching.add_argument(
+            "--build-index",
+            action="store_true",
+            help="Build the new space's ANN index here (CREATE INDEX CONCURRENTLY) before the flip, "
+            "instead of emitting it with rag_migration.",
+        )
+        switching.add_argument(
+            "--no-flip", action="store_true", help="Fill the new space but keep searching the old one."
+        )
+        switching.add_argument(
+            "--drop-old",
+            action="store_true",
+            help="After the flip, or later on its own: delete the chunks of all spaces but the active one.",
+        )
+        switching.add_argument(
+            "--abort",
+            action="store_true",
+            help="Roll back a switch before its flip: delete the new space's chunks, keep the active one.",
+        )
+        switching.add_argument(
+            "--wait",
+            action="store_true",
+            help="If another rag_reindex is filling the collection, wait for it instead of exiting.",
+        )
+        switching.add_argument(
+            "--pause",
+            type=float,
+            default=0.0,
+            metavar="SECONDS",
+            help="Sleep between batches, to spare the database or the embedding API (default 0).",
+        )
+        switching.add_argument(
+            "--queue",
+            help="--async: the Celery queue of the batches (default 'django_rag.reindex.<collection>').",
         )
         add_database_argument(parser)
 
@@ -77,19 +120,132 @@ class Command(BaseCommand):
             raise CommandError(f"some targets could not be re-indexed: {', '.join(failed)}")
 
     def _collection(self, name: str, options: dict[str, Any]) -> bool:
+        using = options["database"]
         try:
-            kb = collection(name, using=options["database"])
-            total = Document.objects.using(kb.using).filter(collection=kb).count()
-            with _progress(total, name, options["verbosity"]) as bar:
-                result = reembed(kb, batch_size=options["batch_size"], progress=bar)
+            if options["abort"]:
+                return self._abort(name, using)
+            kb = collection(name, using=using)
+            pending = switch.get_switch(kb)
+            if pending is None:
+                return self._settled(kb, options)
+            switch.check_switch(kb, pending)
+            embedder = switch.target_embedder(pending, kb)
+            if options["build_index"]:
+                built = switch.build_index(pending.space, embedder.dimensions, using=kb.using)
+                if built is not None and options["verbosity"]:
+                    self.stdout.write(f"{name}: ANN index {built.name} on {pending.space} built")
+            if options["run_async"]:
+                return self._enqueue(kb, pending, options)
+            with switch.reindex_lock(kb, using=kb.using, wait=options["wait"]):
+                switch.start_run(kb, using=kb.using)
+                total = Document.objects.using(kb.using).filter(collection=kb).count()
+                with _progress(total, name, options["verbosity"]) as bar:
+                    filled = switch.fill(
+                        kb,
+                        pending.space,
+                        embedder,
+                        batch_size=options["batch_size"],
+                        progress=bar,
+                        pause=options["pause"],
+                    )
+                if options["verbosity"]:
+                    self.stdout.write(
+                        f"{name}: {filled.documents} documents embedded into {pending.space} "
+                        f"({filled.embedded} texts embedded, {filled.batches} batches)"
+                    )
+                if options["no_flip"]:
+                    self.stdout.write(
+                        f"{name}: {pending.space} is complete; searches keep using {kb.space} until "
+                        f"`manage.py rag_reindex {name}` flips"
+                    )
+                    return True
+                problem = switch.index_problem(kb, pending.space)
+                if problem:
+                    self.stderr.write(self.style.WARNING(f"{name}: not flipped: {problem}"))
+                    return False
+                old = kb.space
+                if not switch.flip(kb):
+                    self.stderr.write(
+                        self.style.ERROR(
+                            f"{name}: documents are still missing from {pending.space}; run again"
+                        )
+                    )
+                    return False
+            self.stdout.write(f"{name}: switched from {old} to {kb.space}; searches use it now")
+            self._drop_old(kb, options)
         except RagError as exc:
             self.stderr.write(self.style.ERROR(f"{name}: {exc}"))
             return False
+        return True
+
+    def _settled(self, kb: Any, options: dict[str, Any]) -> bool:
+        """No switch open: documents stored only in other spaces are moved into the active one."""
+        with switch.reindex_lock(kb, using=kb.using, wait=options["wait"]):
+            total = Document.objects.using(kb.using).filter(collection=kb).count()
+            with _progress(total, kb.name, options["verbosity"]) as bar:
+                filled = switch.fill(
+                    kb,
+                    kb.space,
+                    kb.get_embedder(),
+                    batch_size=options["batch_size"],
+                    progress=bar,
+                    pause=options["pause"],
+                )
         if options["verbosity"]:
             self.stdout.write(
-                f"{name}: {result.documents} documents moved to {kb.space}; chunks added "
-                f"{result.added}, unchanged {result.unchanged}, texts embedded {result.embedded}"
+                f"{kb.name}: {filled.documents} documents moved to {kb.space}; "
+                f"texts embedded {filled.embedded}"
             )
+        self._drop_old(kb, options)
+        return True
+
+    def _drop_old(self, kb: Any, options: dict[str, Any]) -> None:
+        if options["drop_old"]:
+            dropped = switch.drop_old(kb)
+            for space, chunks in dropped.items():
+                self.stdout.write(f"{kb.name}: {chunks} chunks of {space} deleted")
+        elif options["verbosity"]:
+            old = [space for space in get_store(kb.using).space_counts(kb) if space != kb.space]
+            if old and not switch.get_switch(kb):
+                self.stdout.write(
+                    f"{kb.name}: chunks of {', '.join(old)} are kept; "
+                    f"`manage.py rag_reindex {kb.name} --drop-old` deletes them"
+                )
+
+    def _abort(self, name: str, using: str) -> bool:
+        row = Collection.objects.using(using).filter(name=name).first()
+        if row is None:
+            raise RagError(f"no collection {name!r} in database {using!r}")
+        pending = switch.get_switch(row)
+        dropped = switch.abort(row)
+        self.stdout.write(
+            f"{name}: switch to {pending.space if pending else '?'} aborted, "
+            f"{dropped} of its chunks deleted; "
+            f"searches keep using {row.space}. Set EMBEDDER back to {row.active_embedder!r} in "
+            "RAG['COLLECTIONS'] (or to another embedder), or the next use opens the switch again"
+        )
+        return True
+
+    def _enqueue(self, kb: Any, pending: Any, options: dict[str, Any]) -> bool:
+        if not uses_celery():
+            raise CommandError(
+                "--async needs Celery with a broker (e.g. CELERY_BROKER_URL) and RAG['ASYNC'] on; "
+                "run without --async to switch here"
+            )
+        queue = options["queue"] or f"django_rag.reindex.{kb.name}"
+        batches = enqueue_switch(
+            kb,
+            pending.space,
+            batch_size=options["batch_size"],
+            queue=queue,
+            flip=not options["no_flip"],
+            drop_old=options["drop_old"],
+        )
+        self.stdout.write(
+            f"{kb.name}: {batches} batches for {pending.space} enqueued on queue {queue!r}"
+            + ("" if options["no_flip"] else ", and the flip once they are done")
+            + f"; workers need `-Q {queue}`. Watch them with `manage.py rag_status {kb.name}`"
+        )
         return True
 
     def _model(self, label: str, options: dict[str, Any]) -> bool:
