@@ -18,6 +18,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 import django_rag as rag
+from django_rag.checks import check_bulk
 from django_rag.ingest.jobs import queue_for
 from django_rag.models import Chunk, Document, IngestJob
 from tests.workers import Worker, wait_for
@@ -274,3 +275,17 @@ def test_a_worker_killed_mid_batch_is_redelivered_and_nothing_is_embedded_twice(
     if moment == "after-writing":
         assert written_before_kill > 0
         assert Document.objects.filter(collection__name="bulk-kill", status="indexed").count() == 8
+
+
+def test_bulk_settings_are_checked(settings) -> None:
+    settings.RAG = {**settings.RAG, "BULK": {"QUEUES": "x", "QUEUE": "", "ROOT": 3}}
+    messages = {(m.id, m.msg) for m in check_bulk()}
+    assert ("django_rag.E130", "RAG['BULK'] has an unknown key 'QUEUES'") in messages
+    assert ("django_rag.E131", "RAG['BULK']['QUEUE'] is '', not a queue name") in messages
+    assert ("django_rag.E131", "RAG['BULK']['ROOT'] is 3, not a path") in messages
+
+
+def test_the_queue_setting_names_a_collection_s_queue(settings) -> None:
+    assert queue_for("docs") == "django_rag.docs"
+    settings.RAG = {**settings.RAG, "BULK": {"QUEUE": "rag-{collection}-bulk"}}
+    assert queue_for("docs") == "rag-docs-bulk"
