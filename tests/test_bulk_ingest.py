@@ -161,6 +161,28 @@ def test_running_the_same_job_again_embeds_nothing(workers, corpus) -> None:
     assert chunks("bulk") == before
 
 
+def test_two_jobs_of_one_folder_at_once_leave_one_copy_of_each_document(workers, corpus) -> None:
+    rag.collection("bulk", create=True)
+    rag.collection("bulk-sync", create=True)
+    root = str(corpus.parent)
+    ingest(str(corpus), "--root", root, "--collection", "bulk-sync", "--batch-size", "100")
+    before = [worker.log_text().count("django_rag.ingest_batch") for worker in workers]
+    # Each job is one batch of the whole folder and both are queued at once: each worker takes
+    # one, and both write the same documents at the same time (the advisory locks take turns).
+    for _ in range(2):
+        args = ("--root", root, "--collection", "bulk", "--batch-size", "100", "--async", "--no-wait")
+        ingest(str(corpus), *args)
+    wait_for(lambda: IngestJob.objects.filter(finished_at__isnull=False).count() == 2, 60, "both jobs")
+    ran = [
+        worker.log_text().count("django_rag.ingest_batch") - n
+        for worker, n in zip(workers, before, strict=True)
+    ]
+    assert all(ran), ran
+    assert not IngestJob.objects.filter(failed_batches__gt=0).exists()
+    assert documents("bulk") == documents("bulk-sync")
+    assert chunks("bulk") == chunks("bulk-sync")
+
+
 def test_no_wait_prints_the_job_and_the_workers_finish_it(workers, corpus) -> None:
     rag.collection("bulk", create=True)
     out = ingest(
