@@ -22,7 +22,7 @@ from celery.signals import worker_ready  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
-COLLECTIONS = ["bulk-warm", "bulk-sync", "bulk-w1", "bulk-w2", "bulk-w4"]
+COLLECTIONS = ["bulk-warm", "bulk-sync", "bulk-sync-end", "bulk-w1", "bulk-w2", "bulk-w4"]
 RAG: dict[str, Any] = {
     "EMBEDDERS": {"default": {"BACKEND": "django_rag.embedders.hashing.HashingEmbedder", "DIMENSIONS": 384}},
     "COLLECTIONS": {name: {"TEXT_CONFIG": "english"} for name in COLLECTIONS},

@@ -2,12 +2,13 @@
 
     .venv/bin/python bench/bulk_ingest.py [--workers 1,2,4] [--batch-size 64] [--limit 0]
 
-The SciFact train corpus (5,183 abstracts; ``$BENCH_SCIFACT``) is written as one text file per
-abstract (title, blank line, text) into a temporary folder, then ingested with the hashing
-embedder (384 dims, no model: the figures are chunking, hashing, the store's writes and the
-queue, not a model) by:
+The SciFact train corpus (all 5,183 abstracts of ``$BENCH_SCIFACT``, read by
+``django_rag.beir.load_beir``) is written as one text file per abstract (title, blank line,
+text) into a temporary folder, then ingested with the hashing embedder (384 dims, no model:
+the figures are chunking, hashing, the store's writes and the queue, not a model) by:
 
-- ``rag_ingest FOLDER`` in this process: the synchronous path, for reference;
+- ``rag_ingest FOLDER`` in this process: the synchronous path, for reference, run first and
+  again last (other work on the machine moves the figures; the two show by how much);
 - ``rag_ingest FOLDER --async`` with 1, 2 and 4 worker processes (``celery worker --pool solo``,
   one process each, like one worker per machine) consuming the collection's queue on the Redis
   at 127.0.0.1:6379 (``$BENCH_REDIS_URL``), the command waiting until the job is complete.
@@ -33,18 +34,21 @@ import uuid
 from pathlib import Path
 
 import bulk_celery
-from common import ROOT, bench_database, load_abstracts, machine_line
+from common import ROOT, SCIFACT, bench_database, machine_line
+
+from django_rag.beir import load_beir
 
 
 def write_corpus(folder: Path, limit: int) -> int:
-    abstracts = load_abstracts()
+    """Every abstract of the corpus as ``<folder>/<shard>/<corpus id>.txt`` (title, blank line, text)."""
+    documents = list(load_beir(SCIFACT.parent, split="train").documents())
     if limit:
-        abstracts = abstracts[:limit]
-    for number, (corpus_id, title, text) in enumerate(abstracts):
+        documents = documents[:limit]
+    for number, doc in enumerate(documents):
         shard = folder / f"{number // 500:02d}"  # folders of 500 files, as a real tree would have
         shard.mkdir(exist_ok=True)
-        (shard / f"{corpus_id}.txt").write_text(f"{title}\n\n{text}\n", encoding="utf-8")
-    return len(abstracts)
+        (shard / f"{doc.source_id}.txt").write_text(doc.text + "\n", encoding="utf-8")
+    return len(documents)
 
 
 def start_workers(
@@ -133,16 +137,20 @@ def main() -> None:
         print(machine_line())
         rows: list[tuple[str, int, float, str]] = []
 
-        name = "bulk-sync"
-        rag.collection(name)
         rag.collection("bulk-warm")
-        started = time.perf_counter()
-        call_command("rag_ingest", *common_args, "--collection", name, verbosity=0, stdout=quiet)
-        elapsed = time.perf_counter() - started
-        rows.append(
-            ("synchronous, in this process", Chunk.objects.filter(collection__name=name).count(), elapsed, "")
-        )
-        print(f"  {rows[-1][0]}: {rows[-1][1]} chunks in {elapsed:.1f}s  (load {os.getloadavg()[0]:.2f})")
+
+        def synchronous(name: str, label: str) -> None:
+            rag.collection(name)
+            started = time.perf_counter()
+            call_command("rag_ingest", *common_args, "--collection", name, verbosity=0, stdout=quiet)
+            elapsed = time.perf_counter() - started
+            rows.append((label, Chunk.objects.filter(collection__name=name).count(), elapsed, ""))
+            print(f"  {label}: {rows[-1][1]} chunks in {elapsed:.1f}s  (load {os.getloadavg()[0]:.2f})")
+
+        # Warm-up of this process, off the clock (imports, the embedder, connections).
+        call_command("rag_ingest", *warm_args, "--collection", "bulk-warm", verbosity=0, stdout=quiet)
+        # Before and after the worker runs: how much the machine's load moved meanwhile.
+        synchronous("bulk-sync", "synchronous, first")
 
         for count in counts:
             name = f"bulk-w{count}"
@@ -173,6 +181,7 @@ def main() -> None:
                 (f"--async, {count} worker process{'es' if count > 1 else ''}", stored, elapsed, note)
             )
             print(f"  {rows[-1][0]}: {stored} chunks in {elapsed:.1f}s  ({note})")
+        synchronous("bulk-sync-end", "synchronous, last")
         app.close()
 
     base = next((r for r in rows if r[0].startswith("--async, 1 ")), None)
