@@ -189,7 +189,7 @@ def test_no_wait_prints_the_job_and_the_workers_finish_it(workers, corpus) -> No
         str(corpus / "backups"), "--root", str(corpus), "--collection", "bulk", "--async", "--no-wait"
     )
     assert isinstance(out, str)
-    job_id = re.search(r"job ([0-9a-f-]{36}): 3 sources in 1 batches queued on 'django_rag.bulk'", out)
+    job_id = re.search(r"job ([0-9a-f-]{36}): 3 sources in 1 batches queued on 'django_rag.bulk'; watch", out)
     assert job_id, out
     job = wait_for(
         lambda: IngestJob.objects.filter(pk=job_id.group(1), finished_at__isnull=False).first(), 30, "the job"
@@ -200,6 +200,23 @@ def test_no_wait_prints_the_job_and_the_workers_finish_it(workers, corpus) -> No
         "backups/note-08.md",
         "backups/note-16.md",
     ]
+
+
+def test_watch_follows_a_job_queued_without_waiting_and_fails_like_it(workers, corpus) -> None:
+    rag.collection("bulk", create=True)
+    args = ("--root", str(corpus), "--collection", "bulk", "--async", "--no-wait", "--json")
+    queued = ingest(str(corpus / "misc"), str(corpus / "travel"), *args)
+    assert isinstance(queued, str)
+    watched = ingest("--watch", json.loads(queued)["job"])
+    assert isinstance(watched, CommandError)  # the FIFO failed: exit 1, as the synchronous run
+    assert "1 source(s) failed: misc/pipe.txt: not a regular file" in str(watched)
+    job = IngestJob.objects.get()
+    assert (job.done, job.loaded, job.skipped, job.failed) == (6, 2, 3, 1)
+
+
+def test_watch_of_an_unknown_job_is_an_error(db) -> None:
+    result = ingest("--watch", "not-a-job")
+    assert isinstance(result, CommandError) and "no such ingest job" in str(result)
 
 
 def test_json_output_of_an_async_run(workers, corpus) -> None:

@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 import time
+import uuid
 from argparse import ArgumentParser, RawDescriptionHelpFormatter
 from pathlib import Path
 from types import FrameType
@@ -79,7 +80,7 @@ class Command(BaseCommand):
         return parser
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("sources", nargs="+", metavar="PATH_OR_URL")
+        parser.add_argument("sources", nargs="*", metavar="PATH_OR_URL")
         parser.add_argument("--collection", default="docs", help="Collection name (default docs).")
         parser.add_argument(
             "--root",
@@ -161,9 +162,21 @@ class Command(BaseCommand):
             help="With --async: print the job id and return once the batches are queued "
             "(follow the job in the admin's ingest jobs).",
         )
+        parser.add_argument(
+            "--watch",
+            metavar="JOB",
+            help="Watch a job queued earlier (--async --no-wait) until it is done, instead of ingesting.",
+        )
         add_database_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["watch"]:
+            if options["sources"]:
+                raise CommandError("--watch JOB takes no PATH_OR_URL: it watches a job already queued")
+            self._finish_job(self._job(options["watch"], options["database"]), options)
+            return
+        if not options["sources"]:
+            raise CommandError("give at least one PATH_OR_URL (or --watch JOB)")
         if options["batch_size"] < 1:
             raise CommandError("--batch-size must be at least 1")
         if options["max_bytes"] < 1:
@@ -261,7 +274,7 @@ class Command(BaseCommand):
             else:
                 self.stdout.write(
                     f"job {job.pk}: {job.total} sources in {len(batches)} batches queued on "
-                    f"{job.queue!r}; follow it in the admin (ingest jobs)"
+                    f"{job.queue!r}; watch it with `rag_ingest --watch {job.pk}` or in the admin"
                 )
             return
         if verbosity >= 1 and not options["json"]:
@@ -269,7 +282,23 @@ class Command(BaseCommand):
                 f"job {job.pk}: {job.total} sources in {len(batches)} batches queued on {job.queue!r} "
                 f"(workers: celery -A <project> worker -Q {queue_for(kb.name)})"
             )
+        self._finish_job(job, options)
+
+    def _job(self, job_id: str, using: str | None) -> IngestJob:
+        jobs = IngestJob.objects.using(using or rag_settings.DATABASE)
+        try:
+            return jobs.get(pk=uuid.UUID(job_id))
+        except (ValueError, IngestJob.DoesNotExist):
+            raise CommandError(
+                f"--watch {job_id}: no such ingest job (the id `rag_ingest --async --no-wait` printed; "
+                "the admin lists them under ingest jobs)"
+            ) from None
+
+    def _finish_job(self, job: IngestJob, options: dict[str, Any]) -> None:
+        """Watch ``job`` to its end, print its counts, and fail (exit 1) when a source failed."""
+        verbosity = options["verbosity"]
         job = self._watch(job, verbosity if not options["json"] else 0)
+        kb = job.collection
         if options["json"]:
             self.stdout.write(json.dumps(_job_summary(job), indent=2))
         else:
