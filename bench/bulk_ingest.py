@@ -86,6 +86,16 @@ def start_workers(
     return processes
 
 
+def cpu_seconds(processes: list[subprocess.Popen[bytes]]) -> float:
+    """User + system CPU seconds the processes have used so far (Linux /proc)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for process in processes:
+        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / ticks
+
+
 def stop_workers(processes: list[subprocess.Popen[bytes]]) -> None:
     for process in processes:
         if process.poll() is None:
@@ -135,16 +145,16 @@ def main() -> None:
         quiet = io.StringIO()
         print(f"SciFact train: {files} abstracts as files; hashing embedder (384 dims); {db.server}")
         print(machine_line())
-        rows: list[tuple[str, int, float, str]] = []
+        rows: list[tuple[str, int, float, float]] = []  # label, chunks, seconds, ingesting CPU s
 
         rag.collection("bulk-warm")
 
         def synchronous(name: str, label: str) -> None:
             rag.collection(name)
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             call_command("rag_ingest", *common_args, "--collection", name, verbosity=0, stdout=quiet)
-            elapsed = time.perf_counter() - started
-            rows.append((label, Chunk.objects.filter(collection__name=name).count(), elapsed, ""))
+            elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+            rows.append((label, Chunk.objects.filter(collection__name=name).count(), elapsed, cpu))
             print(f"  {label}: {rows[-1][1]} chunks in {elapsed:.1f}s  (load {os.getloadavg()[0]:.2f})")
 
         # Warm-up of this process, off the clock (imports, the embedder, connections).
@@ -164,11 +174,13 @@ def main() -> None:
                     verbosity=0, stdout=quiet,
                 )  # fmt: skip
                 load_before = os.getloadavg()[0]
+                cpu = cpu_seconds(workers)
                 started = time.perf_counter()
                 call_command(
                     "rag_ingest", *common_args, "--collection", name, "--async", verbosity=0, stdout=quiet
                 )
                 elapsed = time.perf_counter() - started
+                cpu = cpu_seconds(workers) - cpu
                 load_after = os.getloadavg()[0]
             finally:
                 stop_workers(workers)
@@ -177,18 +189,20 @@ def main() -> None:
             note = (
                 f"{job.batches} batches, {job.embedded} embedded; load {load_before:.2f} -> {load_after:.2f}"
             )
-            rows.append(
-                (f"--async, {count} worker process{'es' if count > 1 else ''}", stored, elapsed, note)
-            )
+            rows.append((f"--async, {count} worker process{'es' if count > 1 else ''}", stored, elapsed, cpu))
             print(f"  {rows[-1][0]}: {stored} chunks in {elapsed:.1f}s  ({note})")
         synchronous("bulk-sync-end", "synchronous, last")
         app.close()
 
     base = next((r for r in rows if r[0].startswith("--async, 1 ")), None)
-    print(f"\n{'path':<34}{'chunks':>8}{'seconds':>9}{'chunks/s':>10}{'vs 1 worker':>13}")
-    for label, chunks, seconds, _ in rows:
+    print(f"\n{'path':<34}{'chunks':>8}{'seconds':>9}{'chunks/s':>10}{'vs 1 worker':>13}{'ingest CPU s':>14}")
+    for label, chunks, seconds, cpu in rows:
         ratio = f"{(chunks / seconds) / (base[1] / base[2]):.2f}x" if base else "-"
-        print(f"{label:<34}{chunks:>8}{seconds:>9.1f}{chunks / seconds:>10.0f}{ratio:>13}")
+        print(f"{label:<34}{chunks:>8}{seconds:>9.1f}{chunks / seconds:>10.0f}{ratio:>13}{cpu:>14.1f}")
+    print(
+        "ingest CPU s: CPU time of the ingesting processes (this one when synchronous, the workers "
+        "with --async), PostgreSQL's server processes not included"
+    )
     print(f"\n{machine_line()}")
     print(
         f"CPUs: {os.cpu_count()}; workers beyond the CPU count (PostgreSQL included) cannot add throughput."
