@@ -31,6 +31,7 @@ __all__ = [
     "Collection",
     "CollectionManager",
     "Document",
+    "IngestBatch",
     "IngestJob",
     "Posting",
     "TermStats",
@@ -366,9 +367,9 @@ class TermStats(models.Model):
 class IngestJob(models.Model):
     """One ``rag_ingest --async`` run: its sources, split in batches that Celery workers ingest.
 
-    Workers add each finished batch's counts with one atomic UPDATE guarded by ``finished``
-    (the batch numbers already counted), so a batch redelivered after a worker died is counted
-    once. ``manage.py rag_ingest`` waits on this row; the admin lists it read-only.
+    Workers add each finished batch's counts in the transaction that records the batch as an
+    ``IngestBatch`` row (unique per job and number), so a batch redelivered after a worker died
+    is counted once. ``manage.py rag_ingest`` waits on this row; the admin lists it read-only.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -379,7 +380,7 @@ class IngestJob(models.Model):
     options = models.JSONField(_("options"), default=dict)
     total = models.PositiveIntegerField(_("sources"), default=0)
     batches = models.PositiveIntegerField(_("batches"), default=0)
-    finished = ArrayField(models.PositiveIntegerField(), default=list, blank=True)
+    batches_done = models.PositiveIntegerField(_("batches done"), default=0)
     loaded = models.PositiveIntegerField(_("loaded"), default=0)
     skipped = models.PositiveIntegerField(_("skipped"), default=0)
     failed = models.PositiveIntegerField(_("failed"), default=0)
@@ -408,4 +409,18 @@ class IngestJob(models.Model):
 
     @property
     def complete(self) -> bool:
-        return len(self.finished) >= self.batches
+        return self.batches_done >= self.batches
+
+
+class IngestBatch(models.Model):
+    """A batch of an ``IngestJob`` that has been counted (its number, once per job)."""
+
+    job = models.ForeignKey(IngestJob, on_delete=models.CASCADE, related_name="counted_batches")
+    number = models.PositiveIntegerField()
+    failed = models.BooleanField(default=False)
+    finished_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["job", "number"], name="django_rag_ingestbatch_unique"),
+        ]

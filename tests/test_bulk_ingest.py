@@ -19,8 +19,9 @@ from django.core.management.base import CommandError
 
 import django_rag as rag
 from django_rag.checks import check_bulk
-from django_rag.ingest.jobs import queue_for
-from django_rag.models import Chunk, Document, IngestJob
+from django_rag.ingest.jobs import count_batch, create_job, plan_batches, queue_for, run_batch
+from django_rag.ingest.sources import IngestOptions, targets
+from django_rag.models import Chunk, Document, IngestBatch, IngestJob
 from tests.workers import Worker, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -142,7 +143,8 @@ def test_the_job_counts_every_source_and_chunk_once(workers, corpus) -> None:
     ingest(*args)
     job = IngestJob.objects.get()
     distinct = Chunk.objects.filter(collection__name="bulk").values("content_hash").distinct().count()
-    assert (job.total, job.batches, sorted(job.finished)) == (22, 6, list(range(6)))
+    counted = sorted(IngestBatch.objects.filter(job=job).values_list("number", flat=True))
+    assert (job.total, job.batches, job.batches_done, counted) == (22, 6, 6, list(range(6)))
     assert (job.loaded, job.skipped, job.failed, job.failed_batches) == (18, 3, 1, 0)
     assert job.chunks_added == Chunk.objects.filter(collection__name="bulk").count()
     assert (job.embedded, job.chunks_removed, job.chunks_unchanged) == (distinct, 0, 0)
@@ -328,3 +330,19 @@ def test_the_queue_setting_names_a_collection_s_queue(settings) -> None:
     assert queue_for("docs") == "django_rag.docs"
     settings.RAG = {**settings.RAG, "BULK": {"QUEUE": "rag-{collection}-bulk"}}
     assert queue_for("docs") == "rag-docs-bulk"
+
+
+def test_a_batch_is_counted_once_however_often_it_runs(corpus) -> None:
+    kb = rag.collection("bulk", create=True)
+    found = list(targets([str(corpus / "travel")], IngestOptions(root=str(corpus))))
+    batches = plan_batches(found, 1)
+    job = create_job(kb, IngestOptions(root=str(corpus)), batches)
+    first = run_batch(str(job.pk), 0, batches[0].items)
+    assert first is not None and first.count("loaded") == 1
+    assert run_batch(str(job.pk), 0, batches[0].items) is None  # a redelivery: already counted
+    assert not count_batch(str(job.pk), 0, first)
+    job.refresh_from_db()
+    assert (job.loaded, job.batches_done, job.complete, job.finished_at) == (1, 1, False, None)
+    run_batch(str(job.pk), 1, batches[1].items)
+    job.refresh_from_db()
+    assert (job.loaded, job.batches_done, job.complete, job.finished_at is not None) == (2, 2, True, True)

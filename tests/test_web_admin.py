@@ -246,7 +246,7 @@ def test_staff_count_only_the_documents_of_their_scope_on_the_collection_page(we
 def test_ingest_jobs_are_listed_read_only_with_their_progress(web, admin_client) -> None:
     kb = rag.collection("docs")
     job = IngestJob.objects.create(
-        collection=kb, queue="django_rag.docs", total=40, batches=3, finished=[0, 2], loaded=25, failed=2
+        collection=kb, queue="django_rag.docs", total=40, batches=3, batches_done=2, loaded=25, failed=2
     )
     listing = text(admin_client.get("/admin/django_rag/ingestjob/"))
     assert "27 / 40" in listing and "django_rag.docs" in listing

@@ -11,7 +11,7 @@ worker that dies mid-batch leaves the message to be delivered again, to another 
 pipeline embeds only chunk texts whose vectors the store does not hold yet (by content hash)
 and writes each document under its advisory lock, so the second run embeds only what the first
 did not commit, and two workers never write one document at once. The job counts a batch
-number once (``IngestJob.finished``), so a redelivered batch is not counted twice either.
+number once (an ``IngestBatch`` row), so a redelivered batch is not counted twice either.
 
 Messages carry paths, not file bytes: a worker reads ``<root>/<source id>``, so every worker must
 see the files at the same path as the command (shared storage: NFS, a mounted bucket, one
@@ -23,18 +23,18 @@ memory until a worker takes it); paths keep messages a few kilobytes whatever th
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from django.contrib.postgres.fields import ArrayField
-from django.db.models import F, Func, IntegerField, Value
-from django.db.models.functions import Cast
+from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from ..conf import rag_settings
 from ..exceptions import ConfigurationError
-from ..models import Collection, IngestJob
+from ..models import Collection, IngestBatch, IngestJob
 from ..types import UNREADABLE
 from .sources import IngestOptions, IngestReport, ingest_targets, is_url
 from .walk import Found, source_id_for
@@ -128,7 +128,7 @@ def run_batch(
     """Ingest one batch of a job and count it; None when the job is gone or the batch already counted."""
     alias = using or rag_settings.DATABASE
     job = IngestJob.objects.using(alias).select_related("collection").filter(pk=job_id).first()
-    if job is None or number in job.finished:
+    if job is None or IngestBatch.objects.using(alias).filter(job=job, number=number).exists():
         return None
     saved = job.options
     options = IngestOptions(
@@ -161,15 +161,6 @@ def _target(item: list[str], root: str) -> Found:
     return Found(path, source_id, reason, error)
 
 
-def _finish(number: int) -> Func:
-    return Func(
-        F("finished"),
-        Cast(Value(number), IntegerField()),
-        function="array_append",
-        output_field=ArrayField(IntegerField()),
-    )
-
-
 def count_batch(job_id: str, number: int, report: IngestReport, *, using: str | None = None) -> bool:
     """Add a finished batch's counts to its job, once per batch number; False if already counted."""
     sync = report.sync
@@ -193,19 +184,25 @@ def fail_batch(job_id: str, number: int, sources: int, error: str, *, using: str
         job_id,
         number,
         using,
+        broken=True,
         failed=F("failed") + sources,
         failed_batches=F("failed_batches") + 1,
         error=error[:2000],
     )
 
 
-def _count(job_id: str, number: int, using: str | None, **changes: Any) -> bool:
-    jobs = IngestJob.objects.using(using or rag_settings.DATABASE).filter(pk=job_id)
-    # One UPDATE: the counts and the batch number together, and never for a number already there.
-    counted = jobs.exclude(finished__contains=[number]).update(
-        finished=_finish(number), updated_at=timezone.now(), **changes
-    )
-    if counted:
-        cardinality = Func(F("finished"), function="cardinality", output_field=IntegerField())
-        jobs.filter(finished_at__isnull=True, batches__lte=cardinality).update(finished_at=timezone.now())
-    return bool(counted)
+def _count(job_id: str, number: int, using: str | None, *, broken: bool = False, **changes: Any) -> bool:
+    alias = using or rag_settings.DATABASE
+    with transaction.atomic(using=alias):
+        # The batch row and the counts commit together; a second count of one number finds the row.
+        _, created = IngestBatch.objects.using(alias).get_or_create(
+            job_id=uuid.UUID(job_id), number=number, defaults={"failed": broken}
+        )
+        if not created:
+            return False
+        jobs = IngestJob.objects.using(alias).filter(pk=job_id)
+        jobs.update(batches_done=F("batches_done") + 1, updated_at=timezone.now(), **changes)
+        jobs.filter(finished_at__isnull=True, batches__lte=F("batches_done")).update(
+            finished_at=timezone.now()
+        )
+    return True

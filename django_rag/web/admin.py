@@ -410,8 +410,7 @@ class IngestJobAdmin(_ReadOnly):
     list_filter = ["collection", "created_at"]
     list_select_related = ["collection"]
     date_hierarchy = "created_at"
-    readonly_fields = [f.name for f in IngestJob._meta.fields if f.name != "finished"] + ["batches_done"]
-    exclude = ["finished"]
+    readonly_fields = [f.name for f in IngestJob._meta.fields] + ["batches_progress"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[IngestJob]:
         jobs: QuerySet[IngestJob] = super().get_queryset(request)
@@ -429,5 +428,5 @@ class IngestJobAdmin(_ReadOnly):
         return f"{obj.done} / {obj.total}"
 
     @admin.display(description=_("batches done"))
-    def batches_done(self, obj: IngestJob) -> str:
-        return f"{len(obj.finished)} / {obj.batches}"
+    def batches_progress(self, obj: IngestJob) -> str:
+        return f"{obj.batches_done} / {obj.batches}"
