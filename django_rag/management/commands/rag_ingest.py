@@ -160,7 +160,7 @@ class Command(BaseCommand):
             dest="wait",
             action="store_false",
             help="With --async: print the job id and return once the batches are queued "
-            "(follow the job in the admin's ingest jobs).",
+            "(watch it later with --watch JOB, or in the admin).",
         )
         parser.add_argument(
             "--watch",
