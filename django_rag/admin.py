@@ -8,12 +8,13 @@ The ModelAdmins live in ``django_rag.web.admin``; importing them here registers 
 from __future__ import annotations
 
 from .web.actions import reindex_collections, reindex_selected, remove_from_index, retry_failed
-from .web.admin import ChunkAdmin, CollectionAdmin, DocumentAdmin, ModelAdmin, QueryLogAdmin
+from .web.admin import ChunkAdmin, CollectionAdmin, DocumentAdmin, IngestJobAdmin, ModelAdmin, QueryLogAdmin
 
 __all__ = [
     "ChunkAdmin",
     "CollectionAdmin",
     "DocumentAdmin",
+    "IngestJobAdmin",
     "ModelAdmin",
     "QueryLogAdmin",
     "reindex_collections",

@@ -16,6 +16,7 @@ One id per check:
 - E101-E109 a ``register()`` declaration is wrong (see ``_registration_problems``)
 - W110 without a Celery broker, saved rows would be ingested inside the request (the Tasks API
   backend runs jobs immediately); E112 the Tasks API backend of ingestion jobs is unusable
+- E130 unknown RAG['BULK'] key; E131 RAG['BULK'] QUEUE or ROOT of the wrong type
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from .conf import DEFAULT_COLLECTION_OPTIONS, DEFAULTS, rag_settings
 from .ddl import IndexSpec, configured_spaces
 from .embedders import get_embedder
 from .exceptions import ConfigurationError, RagError
+from .ingest.jobs import BULK_DEFAULTS
 from .ingest.loaders import get_loader
 from .ingest.registration import MEDIA_DEFAULTS, Registration, registrations
 from .models import Chunk
@@ -522,3 +524,37 @@ def check_task_queue(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
             )
         ]
     return []
+
+
+@register()
+def check_bulk(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """``RAG["BULK"]`` (``rag_ingest --async``): known keys, a queue name and a root of the right type."""
+    bulk = rag_settings.BULK or {}
+    if not isinstance(bulk, dict):
+        return [
+            Error(
+                "RAG['BULK'] must be a dict",
+                hint='e.g. {"QUEUE": "django_rag.{collection}"}',
+                id="django_rag.E131",
+            )
+        ]
+    errors = _unknown(bulk, BULK_DEFAULTS, "RAG['BULK']", "django_rag.E130")
+    queue = bulk.get("QUEUE", BULK_DEFAULTS["QUEUE"])
+    if not isinstance(queue, str) or not queue.strip():
+        errors.append(
+            Error(
+                f"RAG['BULK']['QUEUE'] is {queue!r}, not a queue name",
+                hint='A string where "{collection}" stands for the name (default "django_rag.{collection}").',
+                id="django_rag.E131",
+            )
+        )
+    root = bulk.get("ROOT")
+    if root is not None and (not isinstance(root, str) or not root):
+        errors.append(
+            Error(
+                f"RAG['BULK']['ROOT'] is {root!r}, not a path",
+                hint="The folder where this worker sees the command's --root, or None (the same path).",
+                id="django_rag.E131",
+            )
+        )
+    return errors

@@ -48,6 +48,10 @@ DEFAULTS: dict[str, Any] = {
     "ASYNC": True,
     "OUTBOUND": {},
     "MEDIA": {},
+    # `rag_ingest --async` (django_rag.ingest.jobs, docs/howto/celery.md): QUEUE names the Celery
+    # queue of a collection's batches ("{collection}" becomes its name); ROOT, set on a worker,
+    # replaces the --root the command was given (shared storage mounted elsewhere).
+    "BULK": {},
     # Bounds on the work one file may cause in a loader (django_rag.ingest.loaders.limits).
     "LOADERS": {},
     # How the text leg reads BM25 postings: {"MODE": "bounded" | "exact", "BUDGET", "POOL"}

@@ -18,6 +18,9 @@ idempotent sync by chunk hash under a per-document lock. Transient failures (emb
 (``RAG["MEDIA"]["MAX_RETRIES"]``, ``RETRY_BACKOFF``, ``RETRY_BACKOFF_MAX``); the last attempt
 records the failure on the Document and sends ``ingestion_failed``. Celery is optional (the
 "celery" extra).
+
+``rag_ingest ... --async`` sends batches of files to ``django_rag.ingest_batch`` on the
+collection's queue (``django_rag.ingest.jobs``), with the same options and the same retries.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import logging
 import random
 from functools import partial
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from django.apps import apps
 from django.db import models, transaction
@@ -37,6 +41,7 @@ from django.utils import timezone
 
 from .conf import rag_settings
 from .exceptions import ConfigurationError
+from .ingest.jobs import Batch, fail_batch, run_batch
 from .ingest.registration import get_registration, media_settings, registration_for
 from .ingest.rows import ingest_instance, remove_instance, rescope_row
 from .ingest.switch import (
@@ -55,10 +60,14 @@ from .stores import get_store
 
 __all__ = [
     "backoff",
+    "check_broker",
     "connect_signals",
     "enqueue",
+    "enqueue_batches",
     "enqueue_switch",
     "ingest",
+    "ingest_batch",
+    "ingest_batch_task",
     "ingest_task",
     "remove",
     "remove_task",
@@ -474,12 +483,78 @@ def switch_flip(
     return "flipped"
 
 
+def ingest_batch(
+    task: Any, job_id: str, number: int, items: list[list[str]], using: str | None = None
+) -> int:
+    """Ingest one batch of ``rag_ingest --async`` (``django_rag.ingest.jobs.run_batch``).
+
+    Transient failures are retried like a row's; the last attempt counts the batch's sources
+    as failed on the job (with the error) and raises. Returns the sources ingested (0 when the
+    batch had already been counted: a redelivery after the worker that ran it died).
+    """
+    settings = media_settings()
+    try:
+        report = run_batch(job_id, number, items, using=using)
+    except Exception as exc:
+        if is_transient(exc) and task.request.retries < settings["MAX_RETRIES"]:
+            raise task.retry(
+                exc=exc,
+                countdown=backoff(task.request.retries, settings),
+                max_retries=settings["MAX_RETRIES"],
+            ) from exc
+        fail_batch(job_id, number, len(items), f"batch {number}: {type(exc).__name__}: {exc}", using=using)
+        raise
+    return 0 if report is None else sum(report.counts.values())
+
+
+def check_broker(timeout: float = 5.0) -> None:
+    """Raise ConfigurationError, naming the setting, unless Celery's broker answers now."""
+    if current_app is None:
+        raise ConfigurationError('--async needs Celery: pip install "django-rag[celery]"')
+    url = current_app.conf.broker_write_url or current_app.conf.broker_url
+    if not url:
+        raise ConfigurationError(
+            "--async needs a Celery broker: set CELERY_BROKER_URL (the broker_url of your Celery app) "
+            "and load the app in your project's __init__.py"
+        )
+    connection = current_app.connection_for_write()
+    try:
+        connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=timeout)
+    except Exception as exc:
+        raise ConfigurationError(
+            f"cannot reach the Celery broker at {_masked(str(url))} ({type(exc).__name__}: {exc}); "
+            "check CELERY_BROKER_URL (the broker_url of your Celery app) and that the broker is "
+            "running. Nothing was enqueued"
+        ) from exc
+    finally:
+        connection.release()
+
+
+def _masked(url: str) -> str:
+    """``url`` with its password, if any, replaced by ``***`` (error messages end up in logs)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def enqueue_batches(job_id: str, queue: str, batches: list[Batch], using: str | None = None) -> None:
+    """Send one ``django_rag.ingest_batch`` task per batch to ``queue``."""
+    if ingest_batch_task is None:
+        raise ConfigurationError('Celery is not installed: pip install "django-rag[celery]"')
+    for batch in batches:
+        ingest_batch_task.apply_async(args=(job_id, batch.number, batch.items, using), queue=queue)
+
+
 ingest_task: Any = None
 remove_task: Any = None
 switch_fill_task: Any = None
 switch_flip_task: Any = None
+ingest_batch_task: Any = None
 if celery is not None:
     ingest_task = celery.shared_task(name="django_rag.ingest", **_OPTIONS)(ingest)
     remove_task = celery.shared_task(name="django_rag.remove", **_OPTIONS)(remove)
     switch_fill_task = celery.shared_task(name="django_rag.switch_fill", **_OPTIONS)(switch_fill)
     switch_flip_task = celery.shared_task(name="django_rag.switch_flip", **_OPTIONS)(switch_flip)
+    ingest_batch_task = celery.shared_task(name="django_rag.ingest_batch", **_OPTIONS)(ingest_batch)

@@ -38,6 +38,29 @@ if _pause_marker:
     document_indexed.connect(_pause_after_write, weak=False)
 
 
+_pause_after_write = os.environ.get("DJANGO_RAG_TEST_PAUSE_AFTER_WRITE")
+if _pause_after_write:
+
+    @task_prerun.connect
+    def _pause_after_the_store_writes(**kwargs: Any) -> None:
+        # Patched at the first task, once the app registry is ready (the store imports models).
+        from django_rag.stores.pgvector import PgVectorStore
+
+        upsert_many = PgVectorStore.upsert_many
+        if getattr(upsert_many, "pauses", False):
+            return
+
+        def upsert_then_pause(self: Any, *args: Any, **options: Any) -> Any:
+            # The batch's chunks are committed by the real store; the task is not acknowledged yet.
+            result = upsert_many(self, *args, **options)
+            Path(_pause_after_write).touch()
+            time.sleep(120)
+            return result
+
+        upsert_then_pause.pauses = True  # type: ignore[attr-defined]
+        PgVectorStore.upsert_many = upsert_then_pause  # type: ignore[method-assign]
+
+
 _ready_marker = os.environ.get("DJANGO_RAG_TEST_READY")
 if _ready_marker:
     from celery.signals import worker_ready

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -24,6 +25,21 @@ class PausingEmbedder(HashingEmbedder):
         self.marker.touch()
         time.sleep(self.seconds)
         return super()._embed(texts, kind)
+
+
+class RecordingEmbedder(HashingEmbedder):
+    """Appends ``<pid> <sha1 of the text>`` to ``log`` for every text it embeds: who embedded what."""
+
+    def __init__(self, *, log: str, **options: Any) -> None:
+        super().__init__(**options)
+        self.log = Path(log)
+
+    def _embed(self, texts: list[str], kind: str) -> list[Vector]:
+        vectors = super()._embed(texts, kind)
+        lines = "".join(f"{os.getpid()} {hashlib.sha1(text.encode()).hexdigest()}\n" for text in texts)
+        with self.log.open("a") as file:
+            file.write(lines)
+        return vectors
 
 
 class EditingEmbedder(HashingEmbedder):

@@ -15,7 +15,7 @@ from django.test import Client
 from django.utils import timezone
 
 import django_rag as rag
-from django_rag.models import Chunk, Document
+from django_rag.models import Chunk, Document, IngestJob
 from django_rag.web.explain import explain
 from django_rag.web.models import QueryLog
 from tests.mediaapp.models import Upload
@@ -241,3 +241,16 @@ def test_staff_count_only_the_documents_of_their_scope_on_the_collection_page(we
     page = text(client.get(f"/admin/django_rag/collection/{kb.pk}/change/"))
     assert "<td>indexed</td><td>2</td><td>2</td>" in page
     assert f"<td>{kb.space} ✓</td><td>2</td>" in page
+
+
+def test_ingest_jobs_are_listed_read_only_with_their_progress(web, admin_client) -> None:
+    kb = rag.collection("docs")
+    job = IngestJob.objects.create(
+        collection=kb, queue="django_rag.docs", total=40, batches=3, batches_done=2, loaded=25, failed=2
+    )
+    listing = text(admin_client.get("/admin/django_rag/ingestjob/"))
+    assert "27 / 40" in listing and "django_rag.docs" in listing
+    page = text(admin_client.get(f"/admin/django_rag/ingestjob/{job.pk}/change/"))
+    assert "2 / 3" in page  # batches done
+    assert 'name="_save"' not in page
+    assert admin_client.get("/admin/django_rag/ingestjob/add/").status_code == 403

@@ -50,7 +50,10 @@ __all__ = [
     "SourcesProgress",
     "count_sources",
     "ingest_sources",
+    "ingest_targets",
+    "is_url",
     "load_source",
+    "targets",
 ]
 
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
@@ -132,7 +135,8 @@ class SourcesProgress(IndexProgress):
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
-def _is_url(source: str) -> bool:
+def is_url(source: str) -> bool:
+    """Whether ``source`` is a URL (any ``scheme://``) rather than a local path."""
     return _URL.match(source) is not None
 
 
@@ -140,7 +144,7 @@ def count_sources(sources: Iterable[str], options: IngestOptions) -> int:
     """How many sources ``ingest_sources`` will read (a walk of the folders, nothing loaded)."""
     total = 0
     for source in sources:
-        if not _is_url(source) and os.path.isdir(source):
+        if not is_url(source) and os.path.isdir(source):
             total += sum(1 for _ in walk(source, options.root, options.excludes))
         else:
             total += 1
@@ -158,7 +162,7 @@ def load_source(
 ) -> SourceOutcome:
     """Load one file path or URL; never raises for bad content, reports it instead."""
     label = str(source)
-    if isinstance(source, str) and _is_url(source):
+    if isinstance(source, str) and is_url(source):
         sid = source_id or source
         try:
             docs = load_web(source, policy=policy, source_id=sid)
@@ -246,26 +250,54 @@ def ingest_sources(
     sources = list(sources)
     run = _Run(collection, options, progress or SourcesProgress(), stop, using)
     run.check_targets(sources)
-    docs = run.documents(sources)
-    if options.dry_run:
-        for _ in docs:
-            pass
-    else:
-        run.report.sync = index_documents(
-            collection,
-            docs,
-            tags=list(options.tags),
-            tenant=options.tenant,
-            batch_size=options.batch_size,
-            using=using,
-            progress=run.progress,
-            stop=run.stopped,
-        )
-        run.flush()
-        run.drop_stale_parts()
+    run.ingest(run.documents(sources))
     if options.prune:
         run.prune(sources)
     return run.report
+
+
+def targets(sources: Iterable[str], options: IngestOptions) -> Iterator[Found]:
+    """Every file (and URL) ``ingest_sources`` would read, with its source id, folders walked.
+
+    Paths outside ``options.root`` raise ConfigurationError before anything is yielded.
+    """
+    sources = list(sources)
+    for source in sources:
+        if not is_url(source):
+            source_id_for(source, options.root)
+    for source in sources:
+        yield from _targets_of(source, options)
+
+
+def ingest_targets(
+    collection: Collection,
+    found: Iterable[Found],
+    options: IngestOptions | None = None,
+    *,
+    progress: SourcesProgress | None = None,
+    using: str | None = None,
+) -> IngestReport:
+    """``ingest_sources`` for targets already walked (``targets``): a batch of ``rag_ingest --async``.
+
+    Loads, records and syncs exactly as ``ingest_sources`` does, so a file gets the same source
+    id, Document row and chunks whichever path ingested it. Never prunes.
+    """
+    options = options or IngestOptions()
+    run = _Run(collection, options, progress or SourcesProgress(), None, using)
+    run.ingest(run.load_all(found))
+    return run.report
+
+
+def _targets_of(source: str, options: IngestOptions) -> Iterator[Found]:
+    if is_url(source):
+        yield Found(source, source)
+    elif os.path.isdir(source):
+        yield from walk(source, options.root, options.excludes)
+    elif os.path.lexists(source):
+        yield Found(os.path.abspath(source), source_id_for(source, options.root))
+    else:
+        sid = source_id_for(source, options.root)
+        yield Found(os.path.abspath(source), sid, UNREADABLE, "no such file or folder")
 
 
 class _Run:
@@ -283,6 +315,7 @@ class _Run:
         self.options = options
         self.progress = progress
         self.stop = stop
+        self.using = using
         self.store = get_store(using or collection.using)
         self.reserved = reserved_prefixes(collection)
         self.report = IngestReport()
@@ -302,35 +335,48 @@ class _Run:
     def check_targets(self, sources: list[str]) -> None:
         # Before anything is read: a path outside --root is a usage error, not a bad file.
         for source in sources:
-            if not _is_url(source):
+            if not is_url(source):
                 source_id_for(source, self.options.root)
+
+    def ingest(self, docs: Iterator[RagDocument]) -> None:
+        """Sync ``docs`` through the pipeline (read them only, in a dry run), then write the records."""
+        options = self.options
+        if options.dry_run:
+            for _ in docs:
+                pass
+            return
+        self.report.sync = index_documents(
+            self.collection,
+            docs,
+            tags=list(options.tags),
+            tenant=options.tenant,
+            batch_size=options.batch_size,
+            using=self.using,
+            progress=self.progress,
+            stop=self.stopped,
+        )
+        self.flush()
+        self.drop_stale_parts()
 
     def documents(self, sources: list[str]) -> Iterator[RagDocument]:
         """The documents of every source, read lazily as the pipeline asks for them."""
         for source in sources:
-            for target in self._targets(source):
-                if self.stopped():
-                    return
-                outcome = self._load(target)
-                self._count(outcome)
-                if outcome.status != "loaded":
-                    self._record(outcome)
-                elif not self.options.dry_run:
-                    yield from outcome.documents
-                outcome.documents = []
-                if outcome.status == "failed" and self.options.fail_fast:
-                    self.aborted = True
+            yield from self.load_all(_targets_of(source, self.options))
 
-    def _targets(self, source: str) -> Iterator[Found]:
-        if _is_url(source):
-            yield Found(source, source)
-        elif os.path.isdir(source):
-            yield from walk(source, self.options.root, self.options.excludes)
-        elif os.path.lexists(source):
-            yield Found(os.path.abspath(source), source_id_for(source, self.options.root))
-        else:
-            sid = source_id_for(source, self.options.root)
-            yield Found(os.path.abspath(source), sid, UNREADABLE, "no such file or folder")
+    def load_all(self, found: Iterable[Found]) -> Iterator[RagDocument]:
+        """The documents of ``found``, each target loaded, counted and recorded as it is reached."""
+        for target in found:
+            if self.stopped():
+                return
+            outcome = self._load(target)
+            self._count(outcome)
+            if outcome.status != "loaded":
+                self._record(outcome)
+            elif not self.options.dry_run:
+                yield from outcome.documents
+            outcome.documents = []
+            if outcome.status == "failed" and self.options.fail_fast:
+                self.aborted = True
 
     def _load(self, target: Found) -> SourceOutcome:
         if target.reason:
@@ -425,7 +471,7 @@ class _Run:
             report.prune_skipped = "the run did not read every source"
             return
         for source in sources:
-            if _is_url(source) or not os.path.isdir(source):
+            if is_url(source) or not os.path.isdir(source):
                 continue
             folder = os.path.abspath(source)
             prefix = source_id_for(folder, self.options.root) or None

@@ -1,4 +1,4 @@
-"""The admin of the knowledge base: collections, documents with their chunks, the query log.
+"""The admin of the knowledge base: collections, documents with their chunks, ingest jobs, the query log.
 
 Registered by ``django_rag/admin.py`` (which Django's admin autodiscovers). Staff who are not
 superusers see only the documents and query log entries of their scope (``RAG["WEB"]["SCOPE"]``).
@@ -23,7 +23,7 @@ from django.utils.translation import gettext_lazy as _
 from ..conf import rag_settings
 from ..exceptions import RagError
 from ..ingest.switch import status as switch_status
-from ..models import Chunk, Collection, Document
+from ..models import Chunk, Collection, Document, IngestJob
 from .actions import reindex_collections, reindex_selected, remove_from_index, retry_failed
 from .admin_views import query_report_view, retrieval_test_view
 from .models import QueryLog
@@ -33,6 +33,7 @@ __all__ = [
     "ChunkAdmin",
     "CollectionAdmin",
     "DocumentAdmin",
+    "IngestJobAdmin",
     "ModelAdmin",
     "QueryLogAdmin",
     "reindex_selected",
@@ -425,3 +426,42 @@ class QueryLogAdmin(_ReadOnly):
         if obj.feedback_comment:
             return format_html('<span title="{}">{} {}</span>: {}', label, mark, label, obj.feedback_comment)
         return format_html('<span title="{}">{} {}</span>', label, mark, label)
+
+
+@admin.register(IngestJob)
+class IngestJobAdmin(_ReadOnly):
+    """``rag_ingest --async`` runs: counts written by the workers as batches finish."""
+
+    list_display = [
+        "created_at",
+        "collection",
+        "tenant",
+        "progress",
+        "failed",
+        "embedded",
+        "queue",
+        "finished_at",
+    ]
+    list_filter = ["collection", "created_at"]
+    list_select_related = ["collection"]
+    date_hierarchy = "created_at"
+    readonly_fields = [f.name for f in IngestJob._meta.fields] + ["batches_progress"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[IngestJob]:
+        jobs: QuerySet[IngestJob] = super().get_queryset(request)
+        if getattr(request.user, "is_superuser", False):
+            return jobs
+        scope = scope_for(request)
+        if scope.tenant is not None:
+            jobs = jobs.filter(tenant=scope.tenant)
+        if scope.collections is not None:
+            jobs = jobs.filter(collection__name__in=scope.collections)
+        return jobs.none() if scope.empty else jobs
+
+    @admin.display(description=_("sources done"))
+    def progress(self, obj: IngestJob) -> str:
+        return f"{obj.done} / {obj.total}"
+
+    @admin.display(description=_("batches done"))
+    def batches_progress(self, obj: IngestJob) -> str:
+        return f"{obj.batches_done} / {obj.batches}"

@@ -12,6 +12,8 @@ import json
 import signal
 import sys
 import threading
+import time
+import uuid
 from argparse import ArgumentParser, RawDescriptionHelpFormatter
 from pathlib import Path
 from types import FrameType
@@ -23,6 +25,7 @@ from django.db import DatabaseError
 from django_rag.api import collection
 from django_rag.conf import rag_settings
 from django_rag.exceptions import RagError
+from django_rag.ingest.jobs import create_job, plan_batches, queue_for
 from django_rag.ingest.sources import (
     DEFAULT_MAX_BYTES,
     IngestOptions,
@@ -31,8 +34,11 @@ from django_rag.ingest.sources import (
     SourcesProgress,
     count_sources,
     ingest_sources,
+    targets,
 )
 from django_rag.management.options import add_database_argument
+from django_rag.models import Document, IngestJob
+from django_rag.tasks import check_broker, enqueue_batches
 from django_rag.types import SyncResult
 
 try:
@@ -53,6 +59,11 @@ examples:
   manage.py rag_ingest docs/ --prune              # docs/ mirrored: ids docs/..., gone files removed
   manage.py rag_ingest /srv/kb --root /srv/kb --exclude '*.tmp' --exclude 'drafts'
   manage.py rag_ingest manuals/ --password-map passwords.json --json > run.json
+  manage.py rag_ingest /srv/kb --root /srv/kb --async --batch-size 32   # on workers: -Q django_rag.docs
+
+--async: batches of --batch-size files go to the collection's Celery queue (RAG["BULK"]["QUEUE"],
+default django_rag.<collection>); workers read the files at <root>/<source id>, so they need the
+files on shared storage at the same path (or RAG["BULK"]["ROOT"] on the worker).
 """
 
 
@@ -69,7 +80,7 @@ class Command(BaseCommand):
         return parser
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("sources", nargs="+", metavar="PATH_OR_URL")
+        parser.add_argument("sources", nargs="*", metavar="PATH_OR_URL")
         parser.add_argument("--collection", default="docs", help="Collection name (default docs).")
         parser.add_argument(
             "--root",
@@ -137,9 +148,35 @@ class Command(BaseCommand):
         parser.add_argument(
             "--json", action="store_true", help="Print a JSON summary on stdout instead of the table."
         )
+        parser.add_argument(
+            "--async",
+            dest="run_async",
+            action="store_true",
+            help="Send batches of --batch-size files to Celery workers on the collection's queue "
+            "(django_rag.<collection>) instead of ingesting here; needs a broker and shared storage.",
+        )
+        parser.add_argument(
+            "--no-wait",
+            dest="wait",
+            action="store_false",
+            help="With --async: print the job id and return once the batches are queued "
+            "(watch it later with --watch JOB, or in the admin).",
+        )
+        parser.add_argument(
+            "--watch",
+            metavar="JOB",
+            help="Watch a job queued earlier (--async --no-wait) until it is done, instead of ingesting.",
+        )
         add_database_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["watch"]:
+            if options["sources"]:
+                raise CommandError("--watch JOB takes no PATH_OR_URL: it watches a job already queued")
+            self._finish_job(self._job(options["watch"], options["database"]), options)
+            return
+        if not options["sources"]:
+            raise CommandError("give at least one PATH_OR_URL (or --watch JOB)")
         if options["batch_size"] < 1:
             raise CommandError("--batch-size must be at least 1")
         if options["max_bytes"] < 1:
@@ -160,6 +197,11 @@ class Command(BaseCommand):
         )
         if not Path(ingest_options.root).is_dir():
             raise CommandError(f"--root {ingest_options.root} is not a folder")
+        if options["run_async"]:
+            self._handle_async(ingest_options, options)
+            return
+        if not options["wait"]:
+            raise CommandError("--no-wait goes with --async")
         verbosity = options["verbosity"]
         stopper = _Stopper()
         progress = _Progress(self, verbosity if not options["json"] else min(verbosity, 1))
@@ -197,6 +239,115 @@ class Command(BaseCommand):
             shown = "; ".join(f"{o.source_id}: {o.error}" for o in report.failed[:5])
             more = f" (and {len(report.failed) - 5} more)" if len(report.failed) > 5 else ""
             raise CommandError(f"{len(report.failed)} source(s) failed: {shown}{more}")
+
+    def _handle_async(self, ingest_options: IngestOptions, options: dict[str, Any]) -> None:
+        """``--async``: walk here, record a job, queue its batches, then (by default) watch it."""
+        refused = [
+            flag
+            for flag, given in (
+                ("--dry-run", ingest_options.dry_run),
+                ("--prune", ingest_options.prune),
+                ("--fail-fast", ingest_options.fail_fast),
+                ("--password/--password-map", bool(ingest_options.password or ingest_options.passwords)),
+            )
+            if given
+        ]
+        if refused:
+            raise CommandError(
+                f"{', '.join(refused)} cannot go with --async (passwords would travel through the "
+                "broker; pruning and stopping early need the whole run in one process): run without --async"
+            )
+        verbosity = options["verbosity"]
+        try:
+            check_broker()  # before anything is written or sent
+            kb = collection(options["collection"], using=options["database"])
+            batches = plan_batches(targets(options["sources"], ingest_options), ingest_options.batch_size)
+            job = create_job(kb, ingest_options, batches, using=kb.using)
+            enqueue_batches(str(job.pk), job.queue, batches, using=options["database"])
+        except RagError as exc:
+            raise CommandError(str(exc)) from exc
+        if not options["wait"]:
+            if options["json"]:
+                self.stdout.write(
+                    json.dumps({"job": str(job.pk), "queue": job.queue, "batches": len(batches)})
+                )
+            else:
+                self.stdout.write(
+                    f"job {job.pk}: {job.total} sources in {len(batches)} batches queued on "
+                    f"{job.queue!r}; watch it with `rag_ingest --watch {job.pk}` or in the admin"
+                )
+            return
+        if verbosity >= 1 and not options["json"]:
+            self.stderr.write(
+                f"job {job.pk}: {job.total} sources in {len(batches)} batches queued on {job.queue!r} "
+                f"(workers: celery -A <project> worker -Q {queue_for(kb.name)})"
+            )
+        self._finish_job(job, options)
+
+    def _job(self, job_id: str, using: str | None) -> IngestJob:
+        jobs = IngestJob.objects.using(using or rag_settings.DATABASE)
+        try:
+            return jobs.get(pk=uuid.UUID(job_id))
+        except (ValueError, IngestJob.DoesNotExist):
+            raise CommandError(
+                f"--watch {job_id}: no such ingest job (the id `rag_ingest --async --no-wait` printed; "
+                "the admin lists them under ingest jobs)"
+            ) from None
+
+    def _finish_job(self, job: IngestJob, options: dict[str, Any]) -> None:
+        """Watch ``job`` to its end, print its counts, and fail (exit 1) when a source failed."""
+        verbosity = options["verbosity"]
+        job = self._watch(job, verbosity if not options["json"] else 0)
+        kb = job.collection
+        if options["json"]:
+            self.stdout.write(json.dumps(_job_summary(job), indent=2))
+        else:
+            self._job_table(job, verbosity)
+        if job.failed:
+            failed = Document.objects.using(kb.using).filter(
+                collection=kb,
+                tenant=job.tenant,
+                status=Document.Status.FAILED,
+                updated_at__gte=job.created_at,
+            )
+            shown = "; ".join(f"{d.source_id}: {d.error}" for d in failed[:5])
+            errors = f"; last batch error: {job.error}" if job.error else ""
+            raise CommandError(f"{job.failed} source(s) failed: {shown or 'see the admin'}{errors}")
+
+    def _watch(self, job: IngestJob, verbosity: int) -> IngestJob:
+        """Poll the job row until every batch is counted, with a bar of sources done (rate, ETA)."""
+        bar: Any = None
+        if tqdm is not None and verbosity >= 1:
+            bar = tqdm(total=job.total, unit="source", desc="workers", dynamic_ncols=True, disable=None)
+        stopper = _Stopper(waiting=True)
+        try:
+            with stopper:
+                while True:
+                    job.refresh_from_db()
+                    if bar is not None and job.done > bar.n:
+                        bar.update(job.done - bar.n)
+                    if job.complete:
+                        return job
+                    if stopper.signalled:
+                        raise CommandError(
+                            f"stopped watching: job {job.pk} goes on on the workers; follow it in the admin",
+                            returncode=130,
+                        )
+                    time.sleep(0.5)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _job_table(self, job: IngestJob, verbosity: int) -> None:
+        write = self.stdout.write
+        elapsed = ((job.finished_at or job.updated_at) - job.created_at).total_seconds()
+        write(
+            f"job {job.pk}: {job.loaded} sources loaded, {job.skipped} skipped, {job.failed} failed "
+            f"in {job.batches} batches on {job.queue!r} ({elapsed:.1f}s); chunks added {job.chunks_added}, "
+            f"removed {job.chunks_removed}, unchanged {job.chunks_unchanged} ({job.embedded} embedded)"
+        )
+        if verbosity >= 1 and job.error:
+            write(f"last batch error: {job.error}")
 
     def _table(self, report: IngestReport, options: IngestOptions, verbosity: int) -> None:
         write = self.stdout.write
@@ -252,6 +403,23 @@ def _password_map(path: str | None) -> dict[str, str]:
     return {str(k): v for k, v in data.items()}
 
 
+def _job_summary(job: IngestJob) -> dict[str, Any]:
+    return {
+        "job": str(job.pk),
+        "queue": job.queue,
+        "batches": job.batches,
+        "failed_batches": job.failed_batches,
+        "sources": {"total": job.total, "loaded": job.loaded, "skipped": job.skipped, "failed": job.failed},
+        "chunks": {
+            "added": job.chunks_added,
+            "removed": job.chunks_removed,
+            "unchanged": job.chunks_unchanged,
+        },
+        "embedded": job.embedded,
+        "error": job.error,
+    }
+
+
 def _summary(report: IngestReport, options: IngestOptions, interrupted: bool) -> dict[str, Any]:
     sync: SyncResult = report.sync
     return {
@@ -281,8 +449,9 @@ def _summary(report: IngestReport, options: IngestOptions, interrupted: bool) ->
 class _Stopper:
     """The first Ctrl-C asks the run to stop after the batch in hand; a second one stops it now."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, waiting: bool = False) -> None:
         self.signalled = False
+        self.waiting = waiting  # --async: Ctrl-C stops the watching, never the workers
         self._previous: Any = None
 
     def stopped(self) -> bool:
@@ -302,7 +471,8 @@ class _Stopper:
         if self.signalled:
             raise KeyboardInterrupt
         self.signalled = True
-        sys.stderr.write("\nstopping after the current batch (Ctrl-C again to stop now)\n")
+        if not self.waiting:
+            sys.stderr.write("\nstopping after the current batch (Ctrl-C again to stop now)\n")
 
 
 class _Progress(SourcesProgress):
