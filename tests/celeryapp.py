@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,19 +48,21 @@ if _pause_after_write:
         # Patched at the first task, once the app registry is ready (the store imports models).
         from django_rag.stores.pgvector import PgVectorStore
 
-        upsert_many = PgVectorStore.upsert_many
-        if getattr(upsert_many, "pauses", False):
+        locked = PgVectorStore.locked
+        if getattr(locked, "pauses", False):
             return
 
-        def upsert_then_pause(self: Any, *args: Any, **options: Any) -> Any:
-            # The batch's chunks are committed by the real store; the task is not acknowledged yet.
-            result = upsert_many(self, *args, **options)
+        @contextlib.contextmanager
+        def locked_then_pause(self: Any, *args: Any, **options: Any) -> Iterator[None]:
+            # The pipeline writes a batch inside the store's locked transaction: once it has
+            # committed, the task is not acknowledged yet.
+            with locked(self, *args, **options):
+                yield
             Path(_pause_after_write).touch()
             time.sleep(120)
-            return result
 
-        upsert_then_pause.pauses = True  # type: ignore[attr-defined]
-        PgVectorStore.upsert_many = upsert_then_pause  # type: ignore[method-assign]
+        locked_then_pause.pauses = True  # type: ignore[attr-defined]
+        PgVectorStore.locked = locked_then_pause  # type: ignore[method-assign,assignment]
 
 
 _ready_marker = os.environ.get("DJANGO_RAG_TEST_READY")
