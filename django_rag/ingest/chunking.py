@@ -70,6 +70,9 @@ MAX_COUNT_CHARS = 64 * 1024
 _EMIT_BATCH = 32
 # Characters at the end of a chunk's last piece searched first for the sentences of the overlap.
 _TAIL_CHARS = 256
+# Characters at the end of a one-line paragraph whose sentences are counted apart: enough for
+# the overlap's sentences most of the time, so that they need not be counted again.
+_TAIL_COUNTED_CHARS = 512
 
 TokenCounter = Callable[[str], int]
 BatchCounter = Callable[[Sequence[str]], list[int]]
@@ -90,9 +93,20 @@ _SENTENCE_LEVEL = 2
 _HARD_LEVEL = len(_SEPARATORS)
 
 
-# A paragraph's span and its lines', each with the spans it is counted in: itself, or its
-# sentences when it looks too long to fit.
-_Paragraph = tuple[int, int, list[tuple[int, int, list[tuple[int, int]]]]]
+class _Line(NamedTuple):
+    """A line of a paragraph and the spans it is counted in (their counts add up to its count)."""
+
+    start: int
+    end: int
+    spans: list[tuple[int, int]]  # the line, its sentences, or its head and its last sentences
+    whole: bool  # counted as if whole (it looked short enough to fit): if not, cut from the top
+    known: int  # index of the first span that is one of the line's sentences (len(spans): none)
+
+
+# A paragraph's span and its lines.
+_Paragraph = tuple[int, int, list[_Line]]
+# A sentence's span and content tokens.
+_Sentence = tuple[int, int, int]
 
 
 class _Piece(NamedTuple):
@@ -100,6 +114,9 @@ class _Piece(NamedTuple):
     end: int
     tokens: int  # content tokens (the counter's per-text overhead taken off); -1: not counted yet
     level: int  # the next separator to try if this piece must be split further
+    # The piece's last sentences, counted when it was (a line or a one-line paragraph): the
+    # overlap, which is made of them, needs not count them again.
+    tail: tuple[_Sentence, ...] = ()
 
 
 def estimate_tokens(text: str) -> int:
@@ -209,7 +226,15 @@ class _Splitter:
             one_line = newline < 0 or _blank(self.text, newline, p_end)
             lines = [(p_start, p_end)] if one_line else self._cuts(1, p_start, p_end)
             longest = self.size * self.chars_seen / max(1, self.tokens_seen)
-            counted = [(a, b, list(self._cuts(2, a, b)) if b - a > longest else [(a, b)]) for a, b in lines]
+            if one_line and p_end - p_start <= longest:  # most paragraphs
+                counted = [self._head_and_tail(p_start, p_end)]
+            else:  # a line is counted whole, or by sentences when it looks too long to fit
+                counted = [
+                    _Line(a, b, list(self._cuts(2, a, b)), False, 0)
+                    if b - a > longest
+                    else _Line(a, b, [(a, b)], True, 1)
+                    for a, b in lines
+                ]
             group.append((p_start, p_end, counted))
             chars += p_end - p_start
             if chars >= BATCH_CHARS:
@@ -217,28 +242,47 @@ class _Splitter:
                 group, chars = [], 0
         yield from self._sum_up(group)
 
+    def _head_and_tail(self, start: int, end: int) -> _Line:
+        """A line that looks short enough to fit, counted as its last sentences (those that end
+        in the last ``_TAIL_COUNTED_CHARS`` characters) and what comes before them: as many tokens as
+        the line whole, and the overlap, made of its last sentences, finds them counted.
+
+        Only cuts after whitespace, where counts add up; the sentences are those
+        :meth:`_last_sentences` would find (every cut found in the window is one of the line's,
+        and only the sentence ending at the first may start before the window)."""
+        text = self.text
+        first = max(start, end - _TAIL_COUNTED_CHARS)
+        cuts = [m.end() for m in _SEPARATORS[_SENTENCE_LEVEL].finditer(text, first, end)]
+        if cuts and cuts[-1] == end:
+            cuts.pop()  # the line's own trailing separator
+        if not all(text[cut - 1].isspace() for cut in cuts):
+            return _Line(start, end, [(start, end)], True, 1)
+        bounds = [start, *cuts, end]
+        return _Line(start, end, list(itertools.pairwise(bounds)), True, 0 if first == start else 1)
+
     def _sum_up(self, group: list[_Paragraph]) -> Iterator[_Piece]:
         if not group:
             return
-        texts = [self.text[s:e] for _, _, lines in group for _, _, spans in lines for s, e in spans]
+        text = self.text
+        texts = [text[s:e] for _, _, lines in group for line in lines for s, e in line.spans]
         counts = iter(self.batch(texts))
         size, overhead = self.size, self.overhead
         for p_start, p_end, lines in group:
-            if len(lines) == 1 and len(lines[0][2]) == 1:  # one line counted whole: most paragraphs
-                total = next(counts) - overhead
-                per_line = [[total]]
-            else:
-                per_line = [[next(counts) - overhead for _ in spans] for _, _, spans in lines]
-                total = sum(map(sum, per_line))
+            per_line = [[next(counts) - overhead for _ in line.spans] for line in lines]
+            total = sum(map(sum, per_line))
             self.chars_seen += p_end - p_start
             self.tokens_seen += total
             if overhead + total <= size:
-                yield _Piece(p_start, p_end, total, 1)
+                line = lines[0]
+                # A one-line paragraph's last sentences are its line's.
+                tail = _known_sentences(line, per_line[0]) if len(lines) == 1 else ()
+                yield _Piece(p_start, p_end, total, 1, tail)
                 continue
-            for (l_start, l_end, spans), tokens in zip(lines, per_line, strict=True):
+            for line, tokens in zip(lines, per_line, strict=True):
+                l_start, l_end, spans = line.start, line.end, line.spans
                 if overhead + sum(tokens) <= size:
-                    yield _Piece(l_start, l_end, sum(tokens), 2)
-                elif len(spans) == 1:
+                    yield _Piece(l_start, l_end, sum(tokens), 2, _known_sentences(line, tokens))
+                elif line.whole:
                     yield from self._split(l_start, l_end, 2)
                 else:  # counted by sentences already
                     for (s, e), n in zip(spans, tokens, strict=True):
@@ -309,6 +353,8 @@ class _Splitter:
 
         Paragraphs and lines come uncounted; sentences come counted, and only the last ones,
         worth more than ``budget`` together: the overlap never reaches the sentences before."""
+        if piece.tail:  # a line, or a paragraph of one line: no line to cut it at
+            return self._last_sentences(piece, budget)
         for level in range(piece.level, _SENTENCE_LEVEL):
             if self._has_cut(level, piece.start, piece.end):
                 return [_Piece(a, b, -1, level + 1) for a, b in self._cuts(level, piece.start, piece.end)]
@@ -329,6 +375,12 @@ class _Splitter:
         sentences: list[_Piece] = []  # the last one first
         tokens = 0
         bound = piece.end  # the sentences from here on are known and counted
+        for start, end, n in reversed(piece.tail):  # counted with the piece already
+            if tokens > budget:
+                break
+            sentences.append(_Piece(start, end, n, _SENTENCE_LEVEL + 1))
+            tokens += n
+            bound = start
         window = _TAIL_CHARS
         while bound > piece.start and tokens <= budget:
             first = max(piece.start, bound - window)
@@ -446,6 +498,11 @@ def iter_chunks(
             if len(pending) >= _EMIT_BATCH:
                 yield from emit()
     yield from emit()
+
+
+def _known_sentences(line: _Line, tokens: list[int]) -> tuple[_Sentence, ...]:
+    """The last sentences of ``line`` with their counts (``tokens``, one per span)."""
+    return tuple((s, e, n) for (s, e), n in zip(line.spans[line.known :], tokens[line.known :], strict=True))
 
 
 def _pages(text: str) -> Iterator[tuple[int, int, int]]:
