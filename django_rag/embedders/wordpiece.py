@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import operator
 import re
 import string
 from collections.abc import Mapping, Sequence
@@ -42,6 +43,12 @@ _WORDS_ONLY = bytes.maketrans(
 # Characters BertNormalizer deletes (control characters but \t \n \r) that Python may treat as
 # whitespace: leave texts holding one to the tokenizer.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# The same in UTF-8, looked for in the encoded batch by two scans that run at memory speed (a
+# character class, above, costs ``re`` tens of instructions per character): the ASCII ones
+# deleted by ``bytes.translate``, U+0080-U+009F (0xC2 then 0x80-0x9F) searched from their
+# 0xC2, which nothing else but U+0080-U+00BF starts.
+_ASCII_CONTROL = bytes(c for c in range(0x20) if c not in b"\t\n\r") + b"\x7f"
+_C1_CONTROL = re.compile(rb"\xc2[\x80-\x9f]")
 _WORDPIECE_OPTIONS = ("vocab", "continuing_subword_prefix", "max_input_chars_per_word")
 _CACHE_LIMIT = 500_000  # words remembered, about 60 MB at most
 _LONGEST_CACHED = 100  # bytes
@@ -51,6 +58,15 @@ def _units(text: str) -> tuple[int, list[bytes]]:
     """The number of ASCII punctuation characters of ``text``, and its words (see the module)."""
     raw = text.encode("utf-8", "surrogatepass")
     return len(raw) - len(raw.translate(None, _PUNCTUATION)), raw.translate(_WORDS_ONLY).split()
+
+
+def _units_many(raw: bytes) -> tuple[list[int], list[list[bytes]]]:
+    """``_units`` of every text of ``raw``, texts without a NUL (a control character) encoded
+    joined by one: translated together, the per-text work left is a split, in C."""
+    lengths = map(len, raw.split(b"\x00"))
+    without = map(len, raw.translate(None, _PUNCTUATION).split(b"\x00"))
+    punctuation = list(map(operator.sub, lengths, without))
+    return punctuation, list(map(bytes.split, raw.translate(_WORDS_ONLY).split(b"\x00")))
 
 
 class WordPieceCounter:
@@ -67,6 +83,8 @@ class WordPieceCounter:
             token.content for token in tokenizer.get_added_tokens_decoder().values() if token.content
         ]
         self.added_starts = sorted({token[0] for token in self.added})  # "[" for BERT's [CLS], [SEP]...
+        self.added_bytes = [token.encode("utf-8", "surrogatepass") for token in self.added]
+        self.added_byte_starts = sorted({token[:1] for token in self.added_bytes})
         self.words: dict[bytes, int] = {}  # UTF-8, ASCII letters lowercased
 
     @classmethod
@@ -89,12 +107,13 @@ class WordPieceCounter:
         return cls(tokenizer, model) if bert else None
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        blob = "".join(texts)
-        if not _CONTROL.search(blob) and not self._has_added_token(blob):
-            return self._count_units([_units(text) for text in texts])  # the common case
+        raw = "\x00".join(texts).encode("utf-8", "surrogatepass")
+        if self._plain(raw, len(texts) - 1):
+            return self._count_units(*_units_many(raw))  # the common case
         # Texts the shortcut is not exact for are counted by the tokenizer whole, the rest here.
         slow = {i for i, text in enumerate(texts) if _CONTROL.search(text) or self._has_added_token(text)}
-        counts = self._count_units([(0, []) if i in slow else _units(text) for i, text in enumerate(texts)])
+        units = [(0, []) if i in slow else _units(text) for i, text in enumerate(texts)]
+        counts = self._count_units([p for p, _ in units], [words for _, words in units])
         if slow:
             order = sorted(slow)
             encodings = self.tokenizer.encode_batch([texts[i] for i in order], add_special_tokens=False)
@@ -102,29 +121,36 @@ class WordPieceCounter:
                 counts[i] += len(encoding.ids)
         return counts
 
-    def _count_units(self, units: list[tuple[int, list[bytes]]]) -> list[int]:
+    def _count_units(self, punctuation: list[int], words: list[list[bytes]]) -> list[int]:
+        """Per text, its punctuation plus its words' counts (each text's words in a list)."""
         get = self.words.__getitem__
         try:
-            return [punctuation + sum(map(get, words)) for punctuation, words in units]
+            return self._sum_words(punctuation, words, get)
         except KeyError:  # words not seen yet: learn the batch's
             pass
         # One membership test per word (in C): cheaper than a set of all the batch's words, and
         # early in a run most batches hold a word not seen yet.
         every = itertools.chain.from_iterable
-        unknown = set(itertools.filterfalse(self.words.__contains__, every(words for _, words in units)))
+        unknown = set(itertools.filterfalse(self.words.__contains__, every(words)))
         if len(self.words) + len(unknown) > _CACHE_LIMIT:
             self.words.clear()  # bounded memory; the next batches learn the common words again
-            unknown = set(every(words for _, words in units))
+            unknown = set(every(words))
         learned = self._learn(unknown)
         self.words.update((word, n) for word, n in learned.items() if len(word) <= _LONGEST_CACHED)
         try:
-            return [punctuation + sum(map(get, words)) for punctuation, words in units]
+            return self._sum_words(punctuation, words, get)
         except KeyError:  # a word too long to remember
             known = self.words
             return [
-                punctuation + sum(learned[word] if word in learned else known[word] for word in words)
-                for punctuation, words in units
+                p + sum(learned[word] if word in learned else known[word] for word in text_words)
+                for p, text_words in zip(punctuation, words, strict=True)
             ]
+
+    @staticmethod
+    def _sum_words(punctuation: list[int], words: list[list[bytes]], get: Any) -> list[int]:
+        # map over maps: the loop over texts and over their words both run in C.
+        sums = map(sum, map(map, itertools.repeat(get), words))
+        return list(map(operator.add, punctuation, sums))
 
     def _learn(self, words: set[bytes]) -> dict[bytes, int]:
         """Counts of new words: ASCII ones (lowercase letters and digits, which the normalizer
@@ -151,6 +177,16 @@ class WordPieceCounter:
             start = end
             count += 1
         return count
+
+    def _plain(self, raw: bytes, separators: int) -> bool:
+        """Whether texts joined by NULs, UTF-8 ``raw``, hold no control character but those NULs
+        and \\t \\n \\r, and no added token (each looked for in C, most often at memory speed)."""
+        if len(raw) - len(raw.translate(None, _ASCII_CONTROL)) != separators:
+            return False
+        if b"\xc2" in raw and _C1_CONTROL.search(raw):
+            return False
+        starts = any(start in raw for start in self.added_byte_starts)
+        return not (starts and any(token in raw for token in self.added_bytes))
 
     def _has_added_token(self, text: str) -> bool:
         # A character test first: most texts hold no "[" at all.
