@@ -110,8 +110,8 @@ class _Line(NamedTuple):
 
 # A paragraph's span and its lines.
 _Paragraph = tuple[int, int, list[_Line]]
-# A sentence's span and content tokens.
-_Sentence = tuple[int, int, int]
+# A sentence's span and its content tokens.
+_Sentence = tuple[tuple[int, int], int]
 
 
 class _Piece(NamedTuple):
@@ -380,7 +380,7 @@ class _Splitter:
         sentences: list[_Piece] = []  # the last one first
         tokens = 0
         bound = piece.end  # the sentences from here on are known and counted
-        for start, end, n in reversed(piece.tail):  # counted with the piece already
+        for (start, end), n in reversed(piece.tail):  # counted with the piece already
             if tokens > budget:
                 break
             sentences.append(_Piece(start, end, n, _SENTENCE_LEVEL + 1))
@@ -507,7 +507,7 @@ def iter_chunks(
 
 def _known_sentences(line: _Line, tokens: list[int]) -> tuple[_Sentence, ...]:
     """The last sentences of ``line`` with their counts (``tokens``, one per span)."""
-    return tuple((s, e, n) for (s, e), n in zip(line.spans[line.known :], tokens[line.known :], strict=True))
+    return tuple(zip(line.spans[line.known :], tokens[line.known :], strict=True))
 
 
 def _pages(text: str) -> Iterator[tuple[int, int, int]]:
