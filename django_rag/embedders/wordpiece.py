@@ -116,9 +116,8 @@ class WordPieceCounter:
         counts = self._count_units([p for p, _ in units], [words for _, words in units])
         if slow:
             order = sorted(slow)
-            encodings = self.tokenizer.encode_batch([texts[i] for i in order], add_special_tokens=False)
-            for i, encoding in zip(order, encodings, strict=True):
-                counts[i] += len(encoding.ids)
+            for i in order:
+                counts[i] += self._encoded(texts[i])
         return counts
 
     def _count_units(self, punctuation: list[int], words: list[list[bytes]]) -> list[int]:
@@ -159,9 +158,13 @@ class WordPieceCounter:
         others = [word for word in words if not word.isascii()]
         if others:
             texts = [word.decode("utf-8", "surrogatepass") for word in others]
-            encodings = self.tokenizer.encode_batch(texts, add_special_tokens=False)
-            learned.update(zip(others, (len(e.ids) for e in encodings), strict=True))
+            learned.update(zip(others, map(self._encoded, texts), strict=True))
         return learned
+
+    def _encoded(self, text: str) -> int:
+        # One text at a time: a few words or texts per call, where encode_batch costs more in
+        # waking its thread pool (CPU time its threads spin, on a shared machine) than it saves.
+        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
     def _wordpiece(self, word: str) -> int:
         """Tokens of ``word`` by WordPiece's greedy longest-match-first, as ``tokenizers`` does it."""
