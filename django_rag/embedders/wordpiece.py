@@ -44,10 +44,15 @@ _WORDS_ONLY = bytes.maketrans(
 # whitespace: leave texts holding one to the tokenizer.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 # The same in UTF-8, looked for in the encoded batch by scans that run at memory speed (``re``
-# takes a nanosecond or more per character, even for a literal): the ASCII ones deleted by
-# ``bytes.translate``, U+0080-U+009F (0xC2 then 0x80-0x9F) found by ``bytes.find`` from their
-# 0xC2, which nothing but U+0080-U+00BF starts (a few signs such as "\u00b1" in most text).
+# takes a nanosecond or more per character, even for a literal): the ASCII ones made NULs by
+# the translation to words, then counted (``bytes.count``) with the NULs the texts are joined
+# by; U+0080-U+009F (0xC2 then 0x80-0x9F) found by ``bytes.find`` from their 0xC2, which
+# nothing but U+0080-U+00BF starts (a few signs such as "\u00b1" in most text).
 _ASCII_CONTROL = bytes(c for c in range(0x20) if c not in b"\t\n\r") + b"\x7f"
+_WORDS_AND_NULS = bytes.maketrans(
+    string.ascii_uppercase.encode() + _PUNCTUATION + _ASCII_CONTROL,
+    string.ascii_lowercase.encode() + b" " * len(_PUNCTUATION) + b"\x00" * len(_ASCII_CONTROL),
+)
 _C1_LEAD, _C1_END = b"\xc2", 0xA0
 _WORDPIECE_OPTIONS = ("vocab", "continuing_subword_prefix", "max_input_chars_per_word")
 _CACHE_LIMIT = 500_000  # words remembered, about 60 MB at most
@@ -60,13 +65,14 @@ def _units(text: str) -> tuple[int, list[bytes]]:
     return len(raw) - len(raw.translate(None, _PUNCTUATION)), raw.translate(_WORDS_ONLY).split()
 
 
-def _units_many(raw: bytes) -> tuple[list[int], list[list[bytes]]]:
-    """``_units`` of every text of ``raw``, texts without a NUL (a control character) encoded
-    joined by one: translated together, the per-text work left is a split, in C."""
+def _units_many(raw: bytes, words: bytes) -> tuple[list[int], list[list[bytes]]]:
+    """``_units`` of every text of ``raw``, texts without a control character encoded joined by
+    NULs, and ``words``, ``raw`` translated by ``_WORDS_AND_NULS``: translated together, the
+    per-text work left is a split, in C."""
     lengths = map(len, raw.split(b"\x00"))
     without = map(len, raw.translate(None, _PUNCTUATION).split(b"\x00"))
     punctuation = list(map(operator.sub, lengths, without))
-    return punctuation, list(map(bytes.split, raw.translate(_WORDS_ONLY).split(b"\x00")))
+    return punctuation, list(map(bytes.split, words.split(b"\x00")))
 
 
 class WordPieceCounter:
@@ -108,8 +114,10 @@ class WordPieceCounter:
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         raw = "\x00".join(texts).encode("utf-8", "surrogatepass")
-        if self._plain(raw, len(texts) - 1):
-            return self._count_units(*_units_many(raw))  # the common case
+        words = raw.translate(_WORDS_AND_NULS)
+        # No NUL but the separators: no ASCII control character.
+        if words.count(b"\x00") == len(texts) - 1 and self._plain(raw):
+            return self._count_units(*_units_many(raw, words))  # the common case
         # Texts the shortcut is not exact for are counted by the tokenizer whole, the rest here.
         slow = {i for i, text in enumerate(texts) if _CONTROL.search(text) or self._has_added_token(text)}
         units = [(0, []) if i in slow else _units(text) for i, text in enumerate(texts)]
@@ -181,11 +189,9 @@ class WordPieceCounter:
             count += 1
         return count
 
-    def _plain(self, raw: bytes, separators: int) -> bool:
-        """Whether texts joined by NULs, UTF-8 ``raw``, hold no control character but those NULs
-        and \\t \\n \\r, and no added token (each looked for in C, most often at memory speed)."""
-        if len(raw) - len(raw.translate(None, _ASCII_CONTROL)) != separators:
-            return False
+    def _plain(self, raw: bytes) -> bool:
+        """Whether UTF-8 ``raw`` holds no C1 control character and no added token (each looked
+        for in C, most often at memory speed)."""
         lead = raw.find(_C1_LEAD)
         while lead >= 0:
             if raw[lead + 1] < _C1_END:

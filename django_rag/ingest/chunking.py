@@ -37,6 +37,7 @@ import functools
 import hashlib
 import itertools
 import math
+import operator
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -434,10 +435,10 @@ class _Splitter:
                 current.append(piece)
                 while piece.end - current[0].start > MAX_COUNT_CHARS:
                     current.pop(0)  # the overlap too stays within one count call
-                if self.additive and any(p.level == _HARD_LEVEL for p in current[:-1]):
+                if self.additive and _HARD_LEVEL in map(_LEVEL, current[:-1]):
                     total = self._span_tokens(current)
                 else:
-                    total = sum(p.tokens for p in current)
+                    total = sum(map(_TOKENS, current))
                 continue
             current.append(piece)
             total += piece.tokens
@@ -503,6 +504,10 @@ def iter_chunks(
             if len(pending) >= _EMIT_BATCH:
                 yield from emit()
     yield from emit()
+
+
+_LEVEL = operator.attrgetter("level")
+_TOKENS = operator.attrgetter("tokens")
 
 
 def _known_sentences(line: _Line, tokens: list[int]) -> tuple[_Sentence, ...]:
