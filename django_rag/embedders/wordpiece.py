@@ -27,7 +27,7 @@ import json
 import operator
 import re
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["WordPieceCounter"]
@@ -75,6 +75,24 @@ def _units_many(raw: bytes, words: bytes) -> tuple[list[int], list[list[bytes]]]
     return punctuation, list(map(bytes.split, words.split(b"\x00")))
 
 
+class _WordCounts(dict[bytes, int]):
+    """Counts of the words seen; a word not seen yet is counted and remembered when looked up
+    (``dict.__getitem__`` calls ``__missing__``: a lookup of a known word costs what a plain
+    dict's does). At most ``_CACHE_LIMIT`` words, none longer than ``_LONGEST_CACHED`` bytes."""
+
+    def __init__(self, learn: Callable[[bytes], int]) -> None:
+        super().__init__()
+        self.learn = learn
+
+    def __missing__(self, word: bytes) -> int:
+        count = self.learn(word)
+        if len(word) <= _LONGEST_CACHED:
+            if len(self) >= _CACHE_LIMIT:
+                self.clear()  # bounded memory; the words met next are learned again
+            self[word] = count
+        return count
+
+
 class WordPieceCounter:
     """Content-token counts (no special tokens) of a BERT-style ``tokenizers.Tokenizer``."""
 
@@ -91,7 +109,7 @@ class WordPieceCounter:
         self.added_starts = sorted({token[0] for token in self.added})  # "[" for BERT's [CLS], [SEP]...
         self.added_bytes = [token.encode("utf-8", "surrogatepass") for token in self.added]
         self.added_byte_starts = sorted({token[:1] for token in self.added_bytes})
-        self.words: dict[bytes, int] = {}  # UTF-8, ASCII letters lowercased
+        self.words = _WordCounts(self._learn)  # UTF-8, ASCII letters lowercased
 
     @classmethod
     def for_tokenizer(cls, tokenizer: Any) -> WordPieceCounter | None:
@@ -129,45 +147,19 @@ class WordPieceCounter:
         return counts
 
     def _count_units(self, punctuation: list[int], words: list[list[bytes]]) -> list[int]:
-        """Per text, its punctuation plus its words' counts (each text's words in a list)."""
-        get = self.words.__getitem__
-        try:
-            return self._sum_words(punctuation, words, get)
-        except KeyError:  # words not seen yet: learn the batch's
-            pass
-        # One membership test per word (in C): cheaper than a set of all the batch's words, and
-        # early in a run most batches hold a word not seen yet.
-        every = itertools.chain.from_iterable
-        unknown = set(itertools.filterfalse(self.words.__contains__, every(words)))
-        if len(self.words) + len(unknown) > _CACHE_LIMIT:
-            self.words.clear()  # bounded memory; the next batches learn the common words again
-            unknown = set(every(words))
-        learned = self._learn(unknown)
-        self.words.update((word, n) for word, n in learned.items() if len(word) <= _LONGEST_CACHED)
-        try:
-            return self._sum_words(punctuation, words, get)
-        except KeyError:  # a word too long to remember
-            known = self.words
-            return [
-                p + sum(learned[word] if word in learned else known[word] for word in text_words)
-                for p, text_words in zip(punctuation, words, strict=True)
-            ]
-
-    @staticmethod
-    def _sum_words(punctuation: list[int], words: list[list[bytes]], get: Any) -> list[int]:
-        # map over maps: the loop over texts and over their words both run in C.
-        sums = map(sum, map(map, itertools.repeat(get), words))
+        """Per text, its punctuation plus its words' counts (each text's words in a list): map
+        over maps, the loops over texts and over their words both run in C; a word not seen yet
+        is counted where it is met (``_WordCounts.__missing__``), with no pass of its own."""
+        sums = map(sum, map(map, itertools.repeat(self.words.__getitem__), words))
         return list(map(operator.add, punctuation, sums))
 
-    def _learn(self, words: set[bytes]) -> dict[bytes, int]:
-        """Counts of new words: ASCII ones (lowercase letters and digits, which the normalizer
-        leaves alone) by WordPiece here, ten times faster than a call; others by the tokenizer."""
-        learned = {word: self._wordpiece(word.decode()) for word in words if word.isascii()}
-        others = [word for word in words if not word.isascii()]
-        if others:
-            texts = [word.decode("utf-8", "surrogatepass") for word in others]
-            learned.update(zip(others, map(self._encoded, texts), strict=True))
-        return learned
+    def _learn(self, word: bytes) -> int:
+        """The count of a new word: ASCII ones (lowercase letters and digits, which the
+        normalizer leaves alone) by WordPiece here, ten times faster than a call; others by the
+        tokenizer."""
+        if word.isascii():
+            return self._wordpiece(word.decode())
+        return self._encoded(word.decode("utf-8", "surrogatepass"))
 
     def _encoded(self, text: str) -> int:
         # One text at a time: a few words or texts per call, where encode_batch costs more in
