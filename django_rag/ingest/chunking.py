@@ -24,11 +24,12 @@ call, e.g. ``LocalEmbedder.count_tokens_batch``) to count faster. Counts of piec
 less the per-text overhead (special tokens: ``token_counter("")``). With ``additive=True`` (the
 counter's counts add up at separators, which all end in whitespace: true of WordPiece
 tokenizers such as MiniLM's, and of word counts) a chunk's count is the sum of its pieces',
-paragraphs and lines are counted whole and summed, and little is counted twice (a line over the
-budget when it looked like it would fit, the overlap's last sentences); otherwise (tiktoken, the
-estimate) a span is counted whole before a chunk is closed, and every chunk is counted once more
-for its ``token_count``. The budget holds exactly for additive and subadditive counters;
-``token_count`` is always the real count.
+paragraphs and lines are counted whole and summed (a one-line paragraph as its head and its
+last sentences, whose counts the overlap then takes), and little is counted twice (a line over
+the budget when it looked like it would fit, an overlap reaching past those sentences);
+otherwise (tiktoken, the estimate) a span is counted whole before a chunk is closed, and every
+chunk is counted once more for its ``token_count``. The budget holds exactly for additive and
+subadditive counters; ``token_count`` is always the real count.
 """
 
 from __future__ import annotations
