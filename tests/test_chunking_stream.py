@@ -124,8 +124,10 @@ TRICKY = [
     "\uff08\u5168\u89d2\uff09\u3002\u201cquoted\u201d \u2014 dash\u2026 end.",
     "\u00e9" * 120 + " " + "Ab" * 80 + " " + "x1" * 50 + " " + "qzxv" * 5,
     "unaffable ##able telecommunications 1234567890123 xylophonist deoxyribonucleic zzzzqqq",
-    # Control characters found in the encoded batch: next to U+0080-U+00BF, which share their
-    # lead byte, NUL (what the batch's texts are joined by), DEL; an added token across texts.
+    # Control characters, looked for in the encoded batch: those bytes.split takes for spaces
+    # (BERT deletes them, joining the words), next to U+0080-U+00BF, which share their lead
+    # byte, NUL (what the batch's texts are joined by), DEL; an added token across two texts.
+    "vertical\x0btab and form\x0cfeed",
     "\u00b1 2 \u00b0C \u00bf \u0080\u009f\u00a0 end",
     "nul\x00byte del\x7f",
     "half an added token [CL",
