@@ -27,7 +27,7 @@ import json
 import operator
 import re
 import string
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["WordPieceCounter"]
@@ -65,14 +65,15 @@ def _units(text: str) -> tuple[int, list[bytes]]:
     return len(raw) - len(raw.translate(None, _PUNCTUATION)), raw.translate(_WORDS_ONLY).split()
 
 
-def _units_many(raw: bytes, words: bytes) -> tuple[list[int], list[list[bytes]]]:
+def _units_many(raw: bytes, words: bytes) -> tuple[list[int], Iterable[list[bytes]]]:
     """``_units`` of every text of ``raw``, texts without a control character encoded joined by
     NULs, and ``words``, ``raw`` translated by ``_WORDS_AND_NULS``: translated together, the
     per-text work left is a split, in C."""
     lengths = map(len, raw.split(b"\x00"))
     without = map(len, raw.translate(None, _PUNCTUATION).split(b"\x00"))
     punctuation = list(map(operator.sub, lengths, without))
-    return punctuation, list(map(bytes.split, words.split(b"\x00")))
+    # Each text's words made when they are summed and dropped after, not all the batch's at once.
+    return punctuation, map(bytes.split, words.split(b"\x00"))
 
 
 class _WordCounts(dict[bytes, int]):
@@ -146,7 +147,7 @@ class WordPieceCounter:
                 counts[i] += self._encoded(texts[i])
         return counts
 
-    def _count_units(self, punctuation: list[int], words: list[list[bytes]]) -> list[int]:
+    def _count_units(self, punctuation: list[int], words: Iterable[list[bytes]]) -> list[int]:
         """Per text, its punctuation plus its words' counts (each text's words in a list): map
         over maps, the loops over texts and over their words both run in C; a word not seen yet
         is counted where it is met (``_WordCounts.__missing__``), with no pass of its own."""
