@@ -124,6 +124,14 @@ TRICKY = [
     "\uff08\u5168\u89d2\uff09\u3002\u201cquoted\u201d \u2014 dash\u2026 end.",
     "\u00e9" * 120 + " " + "Ab" * 80 + " " + "x1" * 50 + " " + "qzxv" * 5,
     "unaffable ##able telecommunications 1234567890123 xylophonist deoxyribonucleic zzzzqqq",
+    # Control characters, looked for in the encoded batch: those bytes.split takes for spaces
+    # (BERT deletes them, joining the words), next to U+0080-U+00BF, which share their lead
+    # byte, NUL (what the batch's texts are joined by), DEL; an added token across two texts.
+    "vertical\x0btab and form\x0cfeed",
+    "\u00b1 2 \u00b0C \u00bf \u0080\u009f\u00a0 end",
+    "nul\x00byte del\x7f",
+    "half an added token [CL",
+    "S] and the other half",
 ]
 
 
@@ -229,3 +237,49 @@ def test_the_last_sentences_found_from_the_end_are_those_a_scan_from_the_start_f
             assert spans == scanned[len(scanned) - len(spans) :]
             assert [p.tokens for p in found] == [words(text[a:b]) for a, b in spans]
             assert sum(p.tokens for p in found) > budget or spans == scanned
+
+
+def test_the_sentences_counted_with_a_line_are_those_the_overlap_would_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A line that looks short enough is counted as its head and its last sentences; the
+    # overlap takes those counts instead of counting again. Small windows put the edge of the
+    # one they are looked for in inside separators again and again.
+    rng = random.Random(11)
+    parts = ["word", "Word", ".", "...", "?!", '"', ")", "\u3002", "\u2026", " ", "  ", "\u3000"]
+    for tail_chars in (3, 8, 40):
+        monkeypatch.setattr(chunking, "_TAIL_COUNTED_CHARS", tail_chars)
+        for _ in range(200):
+            text = "".join(rng.choices(parts, k=rng.randint(1, 60)))
+            splitter = chunking._Splitter(
+                text, 1000, 999, words, lambda texts: [words(t) for t in texts], True
+            )
+            line = splitter._head_and_tail(0, len(text))
+            assert [a for a, _ in line.spans] == [0] + [b for _, b in line.spans[:-1]]  # they tile it
+            assert line.spans[-1][1] == len(text)
+            counts = [words(text[a:b]) for a, b in line.spans]
+            assert sum(counts) == words(text)  # word counts add up at sentence ends with a space
+            tail = chunking._known_sentences(line, counts)
+            for budget in (1, 3, 10):
+                carried = splitter._last_sentences(
+                    chunking._Piece(0, len(text), sum(counts), 1, tail), budget
+                )
+                counted = splitter._last_sentences(chunking._Piece(0, len(text), sum(counts), 1), budget)
+                assert carried == counted
+
+
+def test_the_overlap_of_one_line_paragraphs_is_not_counted_again() -> None:
+    sentence = "one two three four five six seven eight. "
+    paragraphs = [" ".join([sentence] * random.Random(i).randint(2, 6)).strip() for i in range(40)]
+    text = "\n\n".join(paragraphs)
+    counted: list[str] = []
+
+    def batch(texts: list[str]) -> list[int]:
+        counted.extend(texts)
+        return [words(t) for t in texts]
+
+    chunks = split_text(
+        text, chunk_size=64, chunk_overlap=16, token_counter=words, batch_counter=batch, additive=True
+    )
+    assert len(chunks) > 10 and all(c.token_count <= 64 for c in chunks)
+    assert sum(map(len, counted)) == len(text)  # every character counted once, the overlap too

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import operator
 import re
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["WordPieceCounter"]
@@ -42,6 +43,17 @@ _WORDS_ONLY = bytes.maketrans(
 # Characters BertNormalizer deletes (control characters but \t \n \r) that Python may treat as
 # whitespace: leave texts holding one to the tokenizer.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# The same in UTF-8, looked for in the encoded batch by scans that run at memory speed (``re``
+# takes a nanosecond or more per character, even for a literal): the ASCII ones made NULs by
+# the translation to words, then counted (``bytes.count``) with the NULs the texts are joined
+# by; U+0080-U+009F (0xC2 then 0x80-0x9F) found by ``bytes.find`` from their 0xC2, which
+# nothing but U+0080-U+00BF starts (a few signs such as "\u00b1" in most text).
+_ASCII_CONTROL = bytes(c for c in range(0x20) if c not in b"\t\n\r") + b"\x7f"
+_WORDS_AND_NULS = bytes.maketrans(
+    string.ascii_uppercase.encode() + _PUNCTUATION + _ASCII_CONTROL,
+    string.ascii_lowercase.encode() + b" " * len(_PUNCTUATION) + b"\x00" * len(_ASCII_CONTROL),
+)
+_C1_LEAD, _C1_END = b"\xc2", 0xA0
 _WORDPIECE_OPTIONS = ("vocab", "continuing_subword_prefix", "max_input_chars_per_word")
 _CACHE_LIMIT = 500_000  # words remembered, about 60 MB at most
 _LONGEST_CACHED = 100  # bytes
@@ -51,6 +63,35 @@ def _units(text: str) -> tuple[int, list[bytes]]:
     """The number of ASCII punctuation characters of ``text``, and its words (see the module)."""
     raw = text.encode("utf-8", "surrogatepass")
     return len(raw) - len(raw.translate(None, _PUNCTUATION)), raw.translate(_WORDS_ONLY).split()
+
+
+def _units_many(raw: bytes, words: bytes) -> tuple[list[int], Iterable[list[bytes]]]:
+    """``_units`` of every text of ``raw``, texts without a control character encoded joined by
+    NULs, and ``words``, ``raw`` translated by ``_WORDS_AND_NULS``: translated together, the
+    per-text work left is a split, in C."""
+    lengths = map(len, raw.split(b"\x00"))
+    without = map(len, raw.translate(None, _PUNCTUATION).split(b"\x00"))
+    punctuation = list(map(operator.sub, lengths, without))
+    # Each text's words made when they are summed and dropped after, not all the batch's at once.
+    return punctuation, map(bytes.split, words.split(b"\x00"))
+
+
+class _WordCounts(dict[bytes, int]):
+    """Counts of the words seen; a word not seen yet is counted and remembered when looked up
+    (``dict.__getitem__`` calls ``__missing__``: a lookup of a known word costs what a plain
+    dict's does). At most ``_CACHE_LIMIT`` words, none longer than ``_LONGEST_CACHED`` bytes."""
+
+    def __init__(self, learn: Callable[[bytes], int]) -> None:
+        super().__init__()
+        self.learn = learn
+
+    def __missing__(self, word: bytes) -> int:
+        count = self.learn(word)
+        if len(word) <= _LONGEST_CACHED:
+            if len(self) >= _CACHE_LIMIT:
+                self.clear()  # bounded memory; the words met next are learned again
+            self[word] = count
+        return count
 
 
 class WordPieceCounter:
@@ -67,7 +108,9 @@ class WordPieceCounter:
             token.content for token in tokenizer.get_added_tokens_decoder().values() if token.content
         ]
         self.added_starts = sorted({token[0] for token in self.added})  # "[" for BERT's [CLS], [SEP]...
-        self.words: dict[bytes, int] = {}  # UTF-8, ASCII letters lowercased
+        self.added_bytes = [token.encode("utf-8", "surrogatepass") for token in self.added]
+        self.added_byte_starts = sorted({token[:1] for token in self.added_bytes})
+        self.words = _WordCounts(self._learn)  # UTF-8, ASCII letters lowercased
 
     @classmethod
     def for_tokenizer(cls, tokenizer: Any) -> WordPieceCounter | None:
@@ -89,53 +132,40 @@ class WordPieceCounter:
         return cls(tokenizer, model) if bert else None
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        blob = "".join(texts)
-        if not _CONTROL.search(blob) and not self._has_added_token(blob):
-            return self._count_units([_units(text) for text in texts])  # the common case
+        raw = "\x00".join(texts).encode("utf-8", "surrogatepass")
+        words = raw.translate(_WORDS_AND_NULS)
+        # No NUL but the separators: no ASCII control character.
+        if words.count(b"\x00") == len(texts) - 1 and self._plain(raw):
+            return self._count_units(*_units_many(raw, words))  # the common case
         # Texts the shortcut is not exact for are counted by the tokenizer whole, the rest here.
         slow = {i for i, text in enumerate(texts) if _CONTROL.search(text) or self._has_added_token(text)}
-        counts = self._count_units([(0, []) if i in slow else _units(text) for i, text in enumerate(texts)])
+        units = [(0, []) if i in slow else _units(text) for i, text in enumerate(texts)]
+        counts = self._count_units([p for p, _ in units], [words for _, words in units])
         if slow:
             order = sorted(slow)
-            encodings = self.tokenizer.encode_batch([texts[i] for i in order], add_special_tokens=False)
-            for i, encoding in zip(order, encodings, strict=True):
-                counts[i] += len(encoding.ids)
+            for i in order:
+                counts[i] += self._encoded(texts[i])
         return counts
 
-    def _count_units(self, units: list[tuple[int, list[bytes]]]) -> list[int]:
-        get = self.words.__getitem__
-        try:
-            return [punctuation + sum(map(get, words)) for punctuation, words in units]
-        except KeyError:  # words not seen yet: learn the batch's
-            pass
-        # One membership test per word (in C): cheaper than a set of all the batch's words, and
-        # early in a run most batches hold a word not seen yet.
-        every = itertools.chain.from_iterable
-        unknown = set(itertools.filterfalse(self.words.__contains__, every(words for _, words in units)))
-        if len(self.words) + len(unknown) > _CACHE_LIMIT:
-            self.words.clear()  # bounded memory; the next batches learn the common words again
-            unknown = set(every(words for _, words in units))
-        learned = self._learn(unknown)
-        self.words.update((word, n) for word, n in learned.items() if len(word) <= _LONGEST_CACHED)
-        try:
-            return [punctuation + sum(map(get, words)) for punctuation, words in units]
-        except KeyError:  # a word too long to remember
-            known = self.words
-            return [
-                punctuation + sum(learned[word] if word in learned else known[word] for word in words)
-                for punctuation, words in units
-            ]
+    def _count_units(self, punctuation: list[int], words: Iterable[list[bytes]]) -> list[int]:
+        """Per text, its punctuation plus its words' counts (each text's words in a list): map
+        over maps, the loops over texts and over their words both run in C; a word not seen yet
+        is counted where it is met (``_WordCounts.__missing__``), with no pass of its own."""
+        sums = map(sum, map(map, itertools.repeat(self.words.__getitem__), words))
+        return list(map(operator.add, punctuation, sums))
 
-    def _learn(self, words: set[bytes]) -> dict[bytes, int]:
-        """Counts of new words: ASCII ones (lowercase letters and digits, which the normalizer
-        leaves alone) by WordPiece here, ten times faster than a call; others by the tokenizer."""
-        learned = {word: self._wordpiece(word.decode()) for word in words if word.isascii()}
-        others = [word for word in words if not word.isascii()]
-        if others:
-            texts = [word.decode("utf-8", "surrogatepass") for word in others]
-            encodings = self.tokenizer.encode_batch(texts, add_special_tokens=False)
-            learned.update(zip(others, (len(e.ids) for e in encodings), strict=True))
-        return learned
+    def _learn(self, word: bytes) -> int:
+        """The count of a new word: ASCII ones (lowercase letters and digits, which the
+        normalizer leaves alone) by WordPiece here, ten times faster than a call; others by the
+        tokenizer."""
+        if word.isascii():
+            return self._wordpiece(word.decode())
+        return self._encoded(word.decode("utf-8", "surrogatepass"))
+
+    def _encoded(self, text: str) -> int:
+        # One text at a time: a few words or texts per call, where encode_batch costs more in
+        # waking its thread pool (CPU time its threads spin, on a shared machine) than it saves.
+        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
     def _wordpiece(self, word: str) -> int:
         """Tokens of ``word`` by WordPiece's greedy longest-match-first, as ``tokenizers`` does it."""
@@ -151,6 +181,17 @@ class WordPieceCounter:
             start = end
             count += 1
         return count
+
+    def _plain(self, raw: bytes) -> bool:
+        """Whether UTF-8 ``raw`` holds no C1 control character and no added token (each looked
+        for in C, most often at memory speed)."""
+        lead = raw.find(_C1_LEAD)
+        while lead >= 0:
+            if raw[lead + 1] < _C1_END:
+                return False
+            lead = raw.find(_C1_LEAD, lead + 2)
+        starts = any(map(raw.__contains__, self.added_byte_starts))
+        return not (starts and any(map(raw.__contains__, self.added_bytes)))
 
     def _has_added_token(self, text: str) -> bool:
         # A character test first: most texts hold no "[" at all.

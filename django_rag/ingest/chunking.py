@@ -24,11 +24,12 @@ call, e.g. ``LocalEmbedder.count_tokens_batch``) to count faster. Counts of piec
 less the per-text overhead (special tokens: ``token_counter("")``). With ``additive=True`` (the
 counter's counts add up at separators, which all end in whitespace: true of WordPiece
 tokenizers such as MiniLM's, and of word counts) a chunk's count is the sum of its pieces',
-paragraphs and lines are counted whole and summed, and little is counted twice (a line over the
-budget when it looked like it would fit, the overlap's last sentences); otherwise (tiktoken, the
-estimate) a span is counted whole before a chunk is closed, and every chunk is counted once more
-for its ``token_count``. The budget holds exactly for additive and subadditive counters;
-``token_count`` is always the real count.
+paragraphs and lines are counted whole and summed (a one-line paragraph as its head and its
+last sentences, whose counts the overlap then takes), and little is counted twice (a line over
+the budget when it looked like it would fit, an overlap reaching past those sentences);
+otherwise (tiktoken, the estimate) a span is counted whole before a chunk is closed, and every
+chunk is counted once more for its ``token_count``. The budget holds exactly for additive and
+subadditive counters; ``token_count`` is always the real count.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import functools
 import hashlib
 import itertools
 import math
+import operator
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -70,6 +72,9 @@ MAX_COUNT_CHARS = 64 * 1024
 _EMIT_BATCH = 32
 # Characters at the end of a chunk's last piece searched first for the sentences of the overlap.
 _TAIL_CHARS = 256
+# Characters at the end of a one-line paragraph whose sentences are counted apart: enough for
+# the overlap's sentences most of the time, so that they need not be counted again.
+_TAIL_COUNTED_CHARS = 512
 
 TokenCounter = Callable[[str], int]
 BatchCounter = Callable[[Sequence[str]], list[int]]
@@ -80,9 +85,14 @@ PAGE_BREAK = "\f"
 _SEPARATORS = (
     re.compile(r"\n[^\S\n]*\n\s*"),  # paragraph: a blank line and the whitespace after it
     re.compile(r"\n\s*"),  # line
-    # sentence end, punctuation kept with its sentence (the lookahead only makes scanning faster)
+    # sentence end, punctuation kept with its sentence: a run of western sentence punctuation
+    # with closing quotes or brackets and whitespace after it, or of CJK full stops with any
+    # whitespace. Written to start with one character class (checked again by a lookbehind):
+    # then ``re`` skips ahead to the next candidate in C instead of trying a match at every
+    # character, half the time of ``(?=[...])(?:[.!?\u2026]+...|[\u3002...]+...)``, same matches.
     re.compile(
-        r"(?=[.!?\u2026\u3002\uff01\uff1f])(?:[.!?\u2026]+[\"'\u201d\u2019\u00bb)\]]*\s+|[\u3002\uff01\uff1f]+\s*)"
+        r"[.!?\u2026\u3002\uff01\uff1f]"
+        r"(?:(?<=[.!?\u2026])[.!?\u2026]*[\"'\u201d\u2019\u00bb)\]]*\s+|(?<=[\u3002\uff01\uff1f])[\u3002\uff01\uff1f]*\s*)"
     ),
     re.compile(r"\s+"),  # word
 )
@@ -90,9 +100,20 @@ _SENTENCE_LEVEL = 2
 _HARD_LEVEL = len(_SEPARATORS)
 
 
-# A paragraph's span and its lines', each with the spans it is counted in: itself, or its
-# sentences when it looks too long to fit.
-_Paragraph = tuple[int, int, list[tuple[int, int, list[tuple[int, int]]]]]
+class _Line(NamedTuple):
+    """A line of a paragraph and the spans it is counted in (their counts add up to its count)."""
+
+    start: int
+    end: int
+    spans: list[tuple[int, int]]  # the line, its sentences, or its head and its last sentences
+    whole: bool  # counted as if whole (it looked short enough to fit): if not, cut from the top
+    known: int  # index of the first span that is one of the line's sentences (len(spans): none)
+
+
+# A paragraph's span and its lines.
+_Paragraph = tuple[int, int, list[_Line]]
+# A sentence's span and its content tokens.
+_Sentence = tuple[tuple[int, int], int]
 
 
 class _Piece(NamedTuple):
@@ -100,6 +121,9 @@ class _Piece(NamedTuple):
     end: int
     tokens: int  # content tokens (the counter's per-text overhead taken off); -1: not counted yet
     level: int  # the next separator to try if this piece must be split further
+    # The piece's last sentences, counted when it was (a line or a one-line paragraph): the
+    # overlap, which is made of them, needs not count them again.
+    tail: tuple[_Sentence, ...] = ()
 
 
 def estimate_tokens(text: str) -> int:
@@ -209,7 +233,15 @@ class _Splitter:
             one_line = newline < 0 or _blank(self.text, newline, p_end)
             lines = [(p_start, p_end)] if one_line else self._cuts(1, p_start, p_end)
             longest = self.size * self.chars_seen / max(1, self.tokens_seen)
-            counted = [(a, b, list(self._cuts(2, a, b)) if b - a > longest else [(a, b)]) for a, b in lines]
+            if one_line and p_end - p_start <= longest:  # most paragraphs
+                counted = [self._head_and_tail(p_start, p_end)]
+            else:  # a line is counted whole, or by sentences when it looks too long to fit
+                counted = [
+                    _Line(a, b, list(self._cuts(2, a, b)), False, 0)
+                    if b - a > longest
+                    else _Line(a, b, [(a, b)], True, 1)
+                    for a, b in lines
+                ]
             group.append((p_start, p_end, counted))
             chars += p_end - p_start
             if chars >= BATCH_CHARS:
@@ -217,28 +249,47 @@ class _Splitter:
                 group, chars = [], 0
         yield from self._sum_up(group)
 
+    def _head_and_tail(self, start: int, end: int) -> _Line:
+        """A line that looks short enough to fit, counted as its last sentences (those that end
+        in the last ``_TAIL_COUNTED_CHARS`` characters) and what comes before them: as many tokens as
+        the line whole, and the overlap, made of its last sentences, finds them counted.
+
+        Only cuts after whitespace, where counts add up; the sentences are those
+        :meth:`_last_sentences` would find (every cut found in the window is one of the line's,
+        and only the sentence ending at the first may start before the window)."""
+        text = self.text
+        first = max(start, end - _TAIL_COUNTED_CHARS)
+        cuts = [m.end() for m in _SEPARATORS[_SENTENCE_LEVEL].finditer(text, first, end)]
+        if cuts and cuts[-1] == end:
+            cuts.pop()  # the line's own trailing separator
+        if not all(text[cut - 1].isspace() for cut in cuts):
+            return _Line(start, end, [(start, end)], True, 1)
+        bounds = [start, *cuts, end]
+        return _Line(start, end, list(itertools.pairwise(bounds)), True, 0 if first == start else 1)
+
     def _sum_up(self, group: list[_Paragraph]) -> Iterator[_Piece]:
         if not group:
             return
-        texts = [self.text[s:e] for _, _, lines in group for _, _, spans in lines for s, e in spans]
+        text = self.text
+        texts = [text[s:e] for _, _, lines in group for line in lines for s, e in line.spans]
         counts = iter(self.batch(texts))
         size, overhead = self.size, self.overhead
         for p_start, p_end, lines in group:
-            if len(lines) == 1 and len(lines[0][2]) == 1:  # one line counted whole: most paragraphs
-                total = next(counts) - overhead
-                per_line = [[total]]
-            else:
-                per_line = [[next(counts) - overhead for _ in spans] for _, _, spans in lines]
-                total = sum(map(sum, per_line))
+            per_line = [[next(counts) - overhead for _ in line.spans] for line in lines]
+            total = sum(map(sum, per_line))
             self.chars_seen += p_end - p_start
             self.tokens_seen += total
             if overhead + total <= size:
-                yield _Piece(p_start, p_end, total, 1)
+                line = lines[0]
+                # A one-line paragraph's last sentences are its line's.
+                tail = _known_sentences(line, per_line[0]) if len(lines) == 1 else ()
+                yield _Piece(p_start, p_end, total, 1, tail)
                 continue
-            for (l_start, l_end, spans), tokens in zip(lines, per_line, strict=True):
+            for line, tokens in zip(lines, per_line, strict=True):
+                l_start, l_end, spans = line.start, line.end, line.spans
                 if overhead + sum(tokens) <= size:
-                    yield _Piece(l_start, l_end, sum(tokens), 2)
-                elif len(spans) == 1:
+                    yield _Piece(l_start, l_end, sum(tokens), 2, _known_sentences(line, tokens))
+                elif line.whole:
                     yield from self._split(l_start, l_end, 2)
                 else:  # counted by sentences already
                     for (s, e), n in zip(spans, tokens, strict=True):
@@ -309,6 +360,8 @@ class _Splitter:
 
         Paragraphs and lines come uncounted; sentences come counted, and only the last ones,
         worth more than ``budget`` together: the overlap never reaches the sentences before."""
+        if piece.tail:  # a line, or a paragraph of one line: no line to cut it at
+            return self._last_sentences(piece, budget)
         for level in range(piece.level, _SENTENCE_LEVEL):
             if self._has_cut(level, piece.start, piece.end):
                 return [_Piece(a, b, -1, level + 1) for a, b in self._cuts(level, piece.start, piece.end)]
@@ -329,6 +382,12 @@ class _Splitter:
         sentences: list[_Piece] = []  # the last one first
         tokens = 0
         bound = piece.end  # the sentences from here on are known and counted
+        for (start, end), n in reversed(piece.tail):  # counted with the piece already
+            if tokens > budget:
+                break
+            sentences.append(_Piece(start, end, n, _SENTENCE_LEVEL + 1))
+            tokens += n
+            bound = start
         window = _TAIL_CHARS
         while bound > piece.start and tokens <= budget:
             first = max(piece.start, bound - window)
@@ -377,10 +436,10 @@ class _Splitter:
                 current.append(piece)
                 while piece.end - current[0].start > MAX_COUNT_CHARS:
                     current.pop(0)  # the overlap too stays within one count call
-                if self.additive and any(p.level == _HARD_LEVEL for p in current[:-1]):
+                if self.additive and _HARD_LEVEL in map(_LEVEL, current[:-1]):
                     total = self._span_tokens(current)
                 else:
-                    total = sum(p.tokens for p in current)
+                    total = sum(map(_TOKENS, current))
                 continue
             current.append(piece)
             total += piece.tokens
@@ -446,6 +505,15 @@ def iter_chunks(
             if len(pending) >= _EMIT_BATCH:
                 yield from emit()
     yield from emit()
+
+
+_LEVEL = operator.attrgetter("level")
+_TOKENS = operator.attrgetter("tokens")
+
+
+def _known_sentences(line: _Line, tokens: list[int]) -> tuple[_Sentence, ...]:
+    """The last sentences of ``line`` with their counts (``tokens``, one per span)."""
+    return tuple(zip(line.spans[line.known :], tokens[line.known :], strict=True))
 
 
 def _pages(text: str) -> Iterator[tuple[int, int, int]]:
