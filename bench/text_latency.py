@@ -27,6 +27,7 @@ Then the table of all sizes, with bounded/exact p50 and the growth p50(largest)/
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -69,13 +70,16 @@ def postings_read(collection_id: int, texts: Sequence[str]) -> str:
 
     try:
         with connection.cursor() as cur:
-            cur.execute("SELECT sum(chunks) FROM django_rag_textstats WHERE collection_id = %s", [collection_id])
+            cur.execute(
+                "SELECT sum(chunks) FROM django_rag_textstats WHERE collection_id = %s", [collection_id]
+            )
             n = float(cur.fetchone()[0] or 0)
             totals, common = [], []
             for text in texts:
                 cur.execute(
-                    "SELECT sum(df) FROM django_rag_termstats WHERE collection_id = %s AND space = %s AND term = "
-                    "ANY(SELECT DISTINCT lexeme FROM unnest(to_tsvector('english'::regconfig, %s))) GROUP BY term",
+                    "SELECT sum(df) FROM django_rag_termstats WHERE collection_id = %s AND space = %s "
+                    "AND term = ANY(SELECT DISTINCT lexeme FROM "
+                    "unnest(to_tsvector('english'::regconfig, %s))) GROUP BY term",
                     [collection_id, SPACE, text],
                 )
                 dfs = [float(r[0]) for r in cur.fetchall()]
@@ -84,12 +88,20 @@ def postings_read(collection_id: int, texts: Sequence[str]) -> str:
     except Exception as exc:  # the statistics layout changed: say so, do not fail the run
         return f"n/a ({type(exc).__name__})"
     share = sum(common) / max(sum(totals), 1)
-    return f"median {np.median(totals):,.0f}, p95 {np.percentile(totals, 95):,.0f}; {share:.0%} from terms in >5% of chunks"
+    return (
+        f"median {np.median(totals):,.0f}, p95 {np.percentile(totals, 95):,.0f}; "
+        f"{share:.0%} from terms in >5% of chunks"
+    )
 
 
 def run_size(n: int, modes: list[str], sets: list[QuerySet], args: argparse.Namespace) -> dict[str, Any]:
     """Everything measured at one size (this process's Django talks to that size's database)."""
-    out: dict[str, Any] = {"n": n, "modes": modes, "sets": [s.name for s in sets], "notes": [s.note for s in sets]}
+    out: dict[str, Any] = {
+        "n": n,
+        "modes": modes,
+        "sets": [s.name for s in sets],
+        "notes": [s.note for s in sets],
+    }
     started = time.perf_counter()
     with corpus_database(n, keep=args.keep_db) as (db, corpus, facts):
         import django_rag as rag
@@ -102,11 +114,16 @@ def run_size(n: int, modes: list[str], sets: list[QuerySet], args: argparse.Name
         out["postings_bytes"] = total
         out["postings_tables"] = tables
         out["setup_seconds"] = time.perf_counter() - started
-        print(f"[{n:,}] {db.name} ready in {out['setup_seconds']:.0f} s; postings {total / n:,.0f} B/chunk", flush=True)
+        print(
+            f"[{n:,}] {db.name} ready in {out['setup_seconds']:.0f} s; postings {total / n:,.0f} B/chunk",
+            flush=True,
+        )
 
         queries = [(s.name, t) for s in sets for t in s.texts]
         pairs = [(m, leg) for m in modes for leg in ("text", "hybrid")]
-        seconds: dict[tuple[str, str], dict[str, list[float]]] = {p: {s.name: [] for s in sets} for p in pairs}
+        seconds: dict[tuple[str, str], dict[str, list[float]]] = {
+            p: {s.name: [] for s in sets} for p in pairs
+        }
 
         def call(mode: str, leg: str, text: str) -> float:
             with bm25_mode(mode):
@@ -130,7 +147,9 @@ def run_size(n: int, modes: list[str], sets: list[QuerySet], args: argparse.Name
         }
         out["postings_read"] = postings_read(kb.pk, [t for _, t in queries])
         out["uptime"] = machine_line()
-        print(f"[{n:,}] django-rag timed in {time.perf_counter() - started:.0f} s; {out['uptime']}", flush=True)
+        print(
+            f"[{n:,}] django-rag timed in {time.perf_counter() - started:.0f} s; {out['uptime']}", flush=True
+        )
         out["bm25s"] = run_bm25s(corpus.texts(), sets, args.warmup)
         print(f"[{n:,}] bm25s done; {machine_line()}", flush=True)
     return out
@@ -143,7 +162,9 @@ def run_bm25s(texts: list[str], sets: list[QuerySet], warmup: int) -> dict[str, 
     stemmer = Stemmer.Stemmer("english")
     begin = time.perf_counter()
     retriever = bm25s.BM25(k1=1.2, b=0.75)
-    retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+    retriever.index(
+        bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False
+    )
     build = time.perf_counter() - begin
     del texts
 
@@ -182,9 +203,23 @@ def report(results: list[dict[str, Any]]) -> None:
     for r in results:
         for key, per in r["django"].items():
             mode, leg = key.split("|")
-            rows.append([f"{r['n']:,}", f"kb.search mode={leg!r}, BM25 {mode}", *[fmt(per[s]) for s in sets], fmt(per["all"])])
+            rows.append(
+                [
+                    f"{r['n']:,}",
+                    f"kb.search mode={leg!r}, BM25 {mode}",
+                    *[fmt(per[s]) for s in sets],
+                    fmt(per["all"]),
+                ]
+            )
         b = r["bm25s"]
-        rows.append([f"{r['n']:,}", f"bm25s (index built in {b['build']:.1f} s)", *[fmt(b[s]) for s in sets], fmt(b["all"])])
+        rows.append(
+            [
+                f"{r['n']:,}",
+                f"bm25s (index built in {b['build']:.1f} s)",
+                *[fmt(b[s]) for s in sets],
+                fmt(b["all"]),
+            ]
+        )
     table(header, rows)
     print()
     print("postings on disk (tables django_rag_post* + django_rag_term*, pg_total_relation_size):")
@@ -198,7 +233,8 @@ def report(results: list[dict[str, Any]]) -> None:
         if "load" in r:
             load = r["load"]
             print(
-                f"load {r['n']:,} chunks: upsert_many {load['seconds']:.0f} s ({load['rate']:,.0f} chunks/s), "
+                f"load {r['n']:,} chunks: upsert_many {load['seconds']:.0f} s "
+                f"({load['rate']:,.0f} chunks/s), "
                 f"HNSW {load['hnsw']:.0f} s"
             )
     print()
@@ -208,15 +244,23 @@ def report(results: list[dict[str, Any]]) -> None:
         for leg in ("text", "hybrid"):
             line = f"  {r['n']:,} {leg}:"
             if "exact" in modes and "bounded" in modes:
-                line += f" bounded/exact {r['django'][f'bounded|{leg}']['all'][0] / r['django'][f'exact|{leg}']['all'][0]:.2f}x;"
+                bounded, exact = (
+                    r["django"][f"bounded|{leg}"]["all"][0],
+                    r["django"][f"exact|{leg}"]["all"][0],
+                )
+                line += f" bounded/exact {bounded / exact:.2f}x;"
             for m in modes:
                 line += f" {m}/bm25s {r['django'][f'{m}|{leg}']['all'][0] / r['bm25s']['all'][0]:.1f}x;"
             print(line.rstrip(";"))
-    for prev, last in zip(results, results[1:], strict=False):
+    for prev, last in itertools.pairwise(results):
         for m in modes:
             for leg in ("text", "hybrid"):
                 a, b = prev["django"][f"{m}|{leg}"]["all"][0], last["django"][f"{m}|{leg}"]["all"][0]
-                target = f" (target <= {TARGET_GROWTH}x at 1M/100k)" if (prev["n"], last["n"]) == (100_000, 1_000_000) else ""
+                target = (
+                    f" (target <= {TARGET_GROWTH}x at 1M/100k)"
+                    if (prev["n"], last["n"]) == (100_000, 1_000_000)
+                    else ""
+                )
                 print(f"  {m} {leg}: p50 at {last['n']:,} / p50 at {prev['n']:,} = {b / a:.2f}x{target}")
         b0, b1 = prev["bm25s"]["all"][0], last["bm25s"]["all"][0]
         print(f"  bm25s: p50 at {last['n']:,} / p50 at {prev['n']:,} = {b1 / b0:.2f}x")
@@ -226,7 +270,8 @@ def report(results: list[dict[str, Any]]) -> None:
             text, hybrid = big["django"][f"{m}|text"]["all"][0], big["django"][f"{m}|hybrid"]["all"][0]
             print(
                 f"  targets at 1M, {m}: text p50 {text:.1f} ms (<= {TARGET_TEXT_MS:g}: "
-                f"{'met' if text <= TARGET_TEXT_MS else 'MISSED'}), hybrid p50 {hybrid:.1f} ms (<= {TARGET_HYBRID_MS:g}: "
+                f"{'met' if text <= TARGET_TEXT_MS else 'MISSED'}), hybrid p50 {hybrid:.1f} ms "
+                f"(<= {TARGET_HYBRID_MS:g}: "
                 f"{'met' if hybrid <= TARGET_HYBRID_MS else 'MISSED'})"
             )
     for r in results:
@@ -236,16 +281,24 @@ def report(results: list[dict[str, Any]]) -> None:
 def table(header: list[str], rows: list[list[str]]) -> None:
     widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=True)]
     for row in [header, *rows]:
-        print("  ".join(x.ljust(w) if j < 2 else x.rjust(w) for j, (x, w) in enumerate(zip(row, widths, strict=True))))
+        print(
+            "  ".join(
+                x.ljust(w) if j < 2 else x.rjust(w) for j, (x, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--chunks", default="10000,100000", help="comma-separated corpus sizes, ascending")
-    parser.add_argument("--modes", default="exact", help="comma-separated RAG['BM25']['MODE'] values: exact,bounded")
+    parser.add_argument(
+        "--modes", default="exact", help="comma-separated RAG['BM25']['MODE'] values: exact,bounded"
+    )
     parser.add_argument("--queries", type=int, default=200, help="per query set")
     parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--keep-db", action="store_true", help="keep each size's database (the next run skips loading)")
+    parser.add_argument(
+        "--keep-db", action="store_true", help="keep each size's database (the next run skips loading)"
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # worker: one size
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
