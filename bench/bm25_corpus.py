@@ -28,7 +28,7 @@ build the postings and statistics), 10 chunks per document, 1,280 chunks per cal
 the space's HNSW index (``ddl.IndexSpec("hashing:64", 64).create_sql()``, m 16,
 ef_construction 64). The database is ``django_rag_bm25_<n>`` on the embedded server in
 ``$BENCH_PGDATA`` (default ``/var/tmp/django-rag/bench14-pgdata``); ``--keep-db`` keeps it, so
-the next run with the same size skips the load.
+the next run with the same size skips the load (or resumes it, if it was interrupted).
 """
 
 from __future__ import annotations
@@ -547,10 +547,17 @@ class LoadFacts:
     seconds: float = 0.0
     index_seconds: float = 0.0
     loaded: bool = False
+    start: int = 0  # chunks already in the database when this load began (a resumed load)
 
 
-def load(db: Database, corpus: SynthCorpus, *, batch_chunks: int = 1280, progress: bool = True) -> LoadFacts:
-    """Write the corpus through ``PgVectorStore.upsert_many`` and build the HNSW index."""
+def load(
+    db: Database, corpus: SynthCorpus, *, start: int = 0, batch_chunks: int = 1280, progress: bool = True
+) -> LoadFacts:
+    """Write chunks ``start..`` through ``PgVectorStore.upsert_many``, then build the HNSW index.
+
+    Every call is one transaction of whole documents, so an interrupted load leaves a prefix of
+    the corpus and ``start`` = the chunks already there resumes it with the same documents.
+    """
     import django_rag as rag
     from django_rag.ddl import IndexSpec
     from django_rag.stores.base import DocumentInfo
@@ -558,9 +565,10 @@ def load(db: Database, corpus: SynthCorpus, *, batch_chunks: int = 1280, progres
     from django_rag.types import ChunkData
 
     store, coll = PgVectorStore(), rag.collection(COLLECTION)
-    facts = LoadFacts(loaded=True)
+    facts = LoadFacts(loaded=True, start=start)
     started = time.perf_counter()
-    for start in range(0, corpus.n, batch_chunks):
+    first = start
+    for start in range(first, corpus.n, batch_chunks):
         stop = min(start + batch_chunks, corpus.n)
         vectors = hashing_vectors(corpus, start, stop).tolist()
         items = []
@@ -582,7 +590,7 @@ def load(db: Database, corpus: SynthCorpus, *, batch_chunks: int = 1280, progres
             items.append((DocumentInfo(f"syn-{d:07d}", title=f"syn-{d:07d}"), chunks))
         store.upsert_many(coll, items, space=SPACE)
         if progress and (stop // batch_chunks) % 50 == 0:
-            rate = stop / (time.perf_counter() - started)
+            rate = (stop - first) / (time.perf_counter() - started)
             print(f"  loaded {stop:,} chunks, {rate:,.0f}/s; {machine_line()}", flush=True)
     facts.seconds = time.perf_counter() - started
     with db.connect(autocommit=True) as conn:
@@ -614,9 +622,13 @@ def corpus_database(
         facts = LoadFacts()
         have = Chunk.objects.filter(collection__name=COLLECTION).count()
         if have != n:
-            if have:
+            if have > n or have % CHUNKS_PER_DOC:
                 raise SystemExit(f"{db.name} holds {have} chunks, not {n}: drop it (DROP DATABASE {db.name})")
-            facts = load(db, corpus)
+            if have:
+                print(
+                    f"{db.name} holds the first {have:,} chunks (an interrupted load): resuming", flush=True
+                )
+            facts = load(db, corpus, start=have)
         yield db, corpus, facts
 
 
@@ -652,9 +664,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise SystemExit("--load takes one size per run (one Django set-up per process)")
         with corpus_database(sizes[0], keep=args.keep_db, seed=args.seed) as (db, corpus, facts):
             if facts.loaded:
+                loaded = corpus.n - facts.start
                 print(
-                    f"loaded {corpus.n:,} chunks into {db.name} through upsert_many in {facts.seconds:.0f} s "
-                    f"({corpus.n / facts.seconds:,.0f} chunks/s), HNSW ({SPACE}) in "
+                    f"loaded {loaded:,} chunks into {db.name} through upsert_many in {facts.seconds:.0f} s "
+                    f"({loaded / facts.seconds:,.0f} chunks/s), HNSW ({SPACE}) in "
                     f"{facts.index_seconds:.0f} s; "
                     f"{machine_line()}"
                 )
