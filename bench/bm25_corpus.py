@@ -521,14 +521,16 @@ def rag_settings_for(extra: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 @contextmanager
-def kept_database(name: str) -> Iterator[Database]:
-    """A database that outlives the run (created if missing)."""
+def kept_database(name: str, *, fresh: bool = False) -> Iterator[Database]:
+    """A database that outlives the run (created if missing; dropped first when ``fresh``)."""
     from common import BENCH_PGDATA, _with_database
 
     from django_rag.database import embedded_database_url
 
     server_url = os.environ.get("DATABASE_URL") or embedded_database_url(BENCH_PGDATA)
     with psycopg.connect(server_url, autocommit=True) as admin:
+        if fresh:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         if admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
             admin.execute(f'CREATE DATABASE "{name}"')
         version = admin.execute("SHOW server_version").fetchone()
@@ -609,12 +611,16 @@ def setup_corpus_django(db: Database, extra: dict[str, Any] | None = None) -> No
 
 @contextmanager
 def corpus_database(
-    n: int, *, keep: bool, seed: int = 14, extra_settings: dict[str, Any] | None = None
+    n: int, *, keep: bool, fresh: bool = False, seed: int = 14, extra_settings: dict[str, Any] | None = None
 ) -> Iterator[tuple[Database, SynthCorpus, LoadFacts]]:
-    """Django set up on a database holding the ``n``-chunk corpus (loaded here when it is not)."""
+    """Django set up on a database holding the ``n``-chunk corpus (loaded here when it is not).
+
+    ``fresh`` drops a kept database first: after a change to the postings layout or the write
+    path, so that the postings are written by the code being measured, not migrated.
+    """
     corpus = generate(n, seed=seed)
     name = f"django_rag_bm25_{n}_{seed}"
-    database = kept_database(name) if keep else bench_database(name)
+    database = kept_database(name, fresh=fresh) if keep else bench_database(name)
     with database as db:
         setup_corpus_django(db, extra_settings)
         from django_rag.models import Chunk
@@ -640,6 +646,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--keep-db", action="store_true", help="keep the loaded databases (django_rag_bm25_<n>_<seed>)"
     )
+    parser.add_argument("--fresh", action="store_true", help="drop a kept database first and load it anew")
     parser.add_argument("--no-stats", action="store_true")
     args = parser.parse_args(argv)
     sizes = [int(x) for x in args.chunks.split(",")]
@@ -662,7 +669,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         print()
         if len(sizes) > 1:
             raise SystemExit("--load takes one size per run (one Django set-up per process)")
-        with corpus_database(sizes[0], keep=args.keep_db, seed=args.seed) as (db, corpus, facts):
+        with corpus_database(sizes[0], keep=args.keep_db, fresh=args.fresh, seed=args.seed) as (
+            db,
+            corpus,
+            facts,
+        ):
             if facts.loaded:
                 loaded = corpus.n - facts.start
                 print(

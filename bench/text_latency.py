@@ -105,7 +105,7 @@ def run_size(n: int, modes: list[str], sets: list[QuerySet], args: argparse.Name
         "notes": [s.note for s in sets],
     }
     started = time.perf_counter()
-    with corpus_database(n, keep=args.keep_db) as (db, corpus, facts):
+    with corpus_database(n, keep=args.keep_db, fresh=args.fresh) as (db, corpus, facts):
         import django_rag as rag
 
         kb = rag.collection(COLLECTION)
@@ -319,6 +319,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--keep-db", action="store_true", help="keep each size's database (the next run skips loading)"
     )
+    parser.add_argument(
+        "--fresh", action="store_true", help="drop kept databases first (after a postings layout change)"
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # worker: one size
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -336,6 +339,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             command = [sys.executable, __file__, "--one", str(n), "--out", tmp.name, "--modes", args.modes]
             command += ["--queries", str(args.queries), "--warmup", str(args.warmup)]
             command += ["--keep-db"] if args.keep_db else []
+            command += ["--fresh"] if args.fresh else []
             subprocess.run(command, check=True)
             results.append(json.loads(Path(tmp.name).read_text()))
     report(results)

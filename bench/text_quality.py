@@ -38,6 +38,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--modes", default="exact", help="comma-separated RAG['BM25']['MODE'] values: exact,bounded"
     )
     parser.add_argument("--keep-db", action="store_true", help="keep django_rag_bm25_quality (indexed once)")
+    parser.add_argument("--fresh", action="store_true", help="drop the kept database first (index anew)")
     args = parser.parse_args(argv)
     modes = args.modes.split(",")
     started = time.perf_counter()
@@ -49,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "COLLECTIONS": {c: {"TEXT_CONFIG": "english"} for c in collections.values()},
     }
     database = (
-        kept_database("django_rag_bm25_quality")
+        kept_database("django_rag_bm25_quality", fresh=args.fresh)
         if args.keep_db
         else bench_database("django_rag_bm25_quality")
     )
