@@ -26,6 +26,9 @@ Contenders (each into a fresh table of the same scratch database on the same ser
 - LlamaIndex ``PGVectorStore`` (psycopg2): ``add(nodes)`` with ``TextNode`` objects holding the vectors.
 - Django ``bulk_create`` of django-rag's own ``Chunk`` model, ``batch_size=1000``.
 - raw psycopg binary ``COPY`` into an equivalent plain table (the ceiling, not a peer).
+- raw psycopg binary ``COPY`` computing the same tsvector (issue 14's bar for full-text ingest,
+  not a peer): the same plain table plus ``search_vector tsvector GENERATED ALWAYS AS
+  (to_tsvector('english', content)) STORED`` and a GIN index on it, django-rag's text index.
 
 Fairness:
 
@@ -47,7 +50,10 @@ Fairness:
   table printed after the results lists each contender's indexes and on-disk size.
 
 The ratio column is django-rag (store level) over the contender; the headline compares both
-django-rag levels with the fastest peer (target >= 5x) and with the COPY ceiling.
+django-rag levels with the fastest peer (target >= 5x) and with the COPY ceiling; then issue
+14's two bars for the full-text store: >= 2x the fastest peer (all of them are text-less) and
+>= 0.7x the COPY that computes the same tsvector, and the BM25 postings it wrote per chunk
+(every table named ``django_rag_post*`` or ``django_rag_term*``).
 """
 
 from __future__ import annotations
@@ -82,6 +88,8 @@ from psycopg.types.json import Jsonb
 COLLECTION = "bench"
 VECTOR_ONLY = "bench-vector-only"  # TEXT_SEARCH False: no tsvector, no BM25 postings, like the peers
 TARGET = 5.0
+TARGET_FTS_PEER = 2.0  # issue 14: full-text store over the fastest (text-less) peer
+TARGET_FTS_COPY = 0.7  # issue 14: full-text store over a raw COPY computing the same tsvector
 
 
 @dataclass
@@ -449,6 +457,45 @@ class RawCopy(Contender):
         super().teardown(db)
 
 
+class RawCopyTsvector(RawCopy):
+    """The COPY of ``RawCopy`` into a table that also computes django-rag's tsvector and GIN index."""
+
+    def __init__(self) -> None:
+        Contender.__init__(self, "psycopg binary COPY + generated tsvector + GIN", False, ("bench_copy_fts",))
+
+    def setup(self, db: Database, dims: int) -> None:
+        self.conn = db.connect()
+        register_vector(self.conn)
+        self.conn.execute(
+            f"CREATE TABLE bench_copy_fts (id bigserial PRIMARY KEY, content text NOT NULL, metadata jsonb, "
+            f"embedding vector({dims}) NOT NULL, search_vector tsvector GENERATED ALWAYS AS "
+            "(to_tsvector('english'::regconfig, content)) STORED)"
+        )
+        self.conn.execute("CREATE INDEX bench_copy_fts_search ON bench_copy_fts USING gin (search_vector)")
+        self.conn.commit()
+
+    def load(self, prepared: Any) -> None:
+        statement = "COPY bench_copy_fts (content, metadata, embedding) FROM STDIN (FORMAT BINARY)"
+        with self.conn.cursor() as cur:
+            for rows in prepared:
+                with cur.copy(statement) as copy:
+                    copy.set_types(["text", "jsonb", "vector"])
+                    for text, metadata, vector in rows:
+                        copy.write_row((text, Jsonb(metadata), vector))
+                self.conn.commit()
+
+
+def postings_bytes(db: Database) -> int:
+    """Bytes of every table named django_rag_post* / django_rag_term* (heap, indexes, TOAST)."""
+    with db.connect() as conn:
+        row = conn.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(quote_ident(tablename))), 0) FROM pg_tables "
+            "WHERE schemaname = current_schema() AND (tablename LIKE 'django\\_rag\\_post%' "
+            "OR tablename LIKE 'django\\_rag\\_term%')"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
 def no_embeddings() -> Any:
     """LangChain wants an embedding model even for ``add_embeddings``; this one must never run."""
     from langchain_core.embeddings import Embeddings
@@ -472,6 +519,7 @@ class Outcome:
     loads: list[float] = field(default_factory=list)
     rows: int = 0
     size: int = 0
+    postings: int = 0  # bytes of the BM25 postings and term statistics after the load
     indexes: list[str] = field(default_factory=list)
 
     def rate(self, n: int) -> float:
@@ -527,7 +575,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=1, help="timed loads per contender (median shown)")
     parser.add_argument("--doc-chunks", type=int, default=20, help="chunks per document")
     parser.add_argument("--batch-docs", type=int, default=64, help="documents per call (django-rag default)")
-    parser.add_argument("--only", default="", help="comma-separated contender numbers to run (1-8, 9+ diag.)")
+    parser.add_argument(
+        "--only", default="", help="comma-separated contender numbers to run (1-9, 10+ diag.)"
+    )
     parser.add_argument("--diagnose", action="store_true", help="also run the store with costs taken away")
     args = parser.parse_args(argv)
 
@@ -554,6 +604,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         LlamaIndex(),
         LangChainV2(),
         DjangoRagStore("django-rag store, TEXT_SEARCH off (vector only)", VECTOR_ONLY),
+        RawCopyTsvector(),
     ]
     outcomes: dict[str, Outcome] = {}
 
@@ -581,6 +632,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 if isinstance(contender, DjangoRagPipeline) and contender.result.embedded != n:
                     raise SystemExit(f"pipeline embedded {contender.result.embedded} texts, expected {n}")
                 outcome.size, outcome.indexes = table_facts(db, contender)
+                outcome.postings = postings_bytes(db) if isinstance(contender, DjangoRagStore) else 0
                 contender.teardown(db)
                 print(
                     f"  round {round_ + 1}: {contender.name:<50} {seconds:8.2f} s "
@@ -629,6 +681,27 @@ def report(contenders: list[Contender], outcomes: dict[str, Outcome], n: int) ->
         if ceiling:
             line += f", {rate(c) / rate(ceiling):.0%} of the COPY ceiling"
         print(line)
+    fts = next((c for c in contenders if type(c) is DjangoRagStore and c.collection == COLLECTION), None)
+    fts_copy = next((c for c in contenders if isinstance(c, RawCopyTsvector)), None)
+    if fts:
+        print()
+        print(f"issue 14, full-text ingest: {fts.name} {rate(fts):,.0f} chunks/s")
+        if fastest:
+            ratio = rate(fts) / rate(fastest)
+            verdict = "met" if ratio >= TARGET_FTS_PEER else "MISSED"
+            print(
+                f"  / fastest text-less peer ({fastest.name}): {ratio:.2f}x "
+                f"(target >= {TARGET_FTS_PEER:g}x: {verdict})"
+            )
+        if fts_copy:
+            ratio = rate(fts) / rate(fts_copy)
+            verdict = "met" if ratio >= TARGET_FTS_COPY else "MISSED"
+            print(f"  / {fts_copy.name}: {ratio:.2f}x (target >= {TARGET_FTS_COPY:g}x: {verdict})")
+        postings = outcomes[fts.name].postings
+        print(
+            f"  BM25 postings + term statistics written: {postings / 2**20:,.1f} MB = "
+            f"{postings / n / 2**20:.4f} MB ({postings / n:,.0f} bytes) per chunk"
+        )
     print()
     print("indexes (no ANN index anywhere):")
     groups: dict[tuple[str, ...], list[str]] = {}
