@@ -2,8 +2,8 @@
 
 ``"bounded"`` (the default) keeps a query's cost flat as the collection grows. It reads the
 postings of the query's rarest terms in full, as many terms as fit in ``BUDGET`` postings
-together (and always the rarest term, however long), ranks the chunks they name by that
-partial score, and scores the best ``POOL`` of them exactly from their stored text vectors,
+together (and more, however long, until they name at least ``POOL`` chunks), ranks the chunks
+they name by that partial score, and scores the best ``POOL`` of them exactly from their stored text vectors,
 every query term included (the common terms' long posting lists are never read). Scores are
 bit-identical to the exhaustive leg's; the ranking can only differ for chunks that hold none
 of the rare terms, or that rank below the pool on the rare terms alone. When filters leave
@@ -31,7 +31,8 @@ class Bm25Options:
     """Each field is the ``RAG["BM25"]`` key of the same name in upper case."""
 
     mode: str = "bounded"
-    # Postings read per query: the rarest terms that fit together (the rarest one always, whole).
+    # Postings read per query: the rarest terms that fit together (more when they name fewer than
+    # POOL chunks: the rarest ones are always read, whole).
     budget: int = 20_000
     # Chunks scored exactly from their text vectors, best on the rare terms first (at least the
     # number of candidates a hybrid search asks for).

@@ -105,14 +105,26 @@ def postings_read(query: str, mode: str, **options: Any) -> int:
 
 
 def test_the_bounded_leg_reads_a_fraction_of_the_postings_of_common_terms(corpus: list[str]) -> None:
-    query = "t0 t1 t2 t3 t1500"  # four of the most common terms and a rare one
+    query = "t0 t1 t2 t3 t200"  # four of the most common terms and a rarer one (in ~30 chunks)
     exhaustive = postings_read(query, "exact")
     # The rare term only: no common one fits the budget beside it.
-    bounded = postings_read(query, "bounded", BUDGET=150)
+    bounded = postings_read(query, "bounded", BUDGET=150, POOL=10)
     assert exhaustive > 1500  # t0 alone is in most chunks
     assert 0 < bounded <= 150 < exhaustive, (bounded, exhaustive)
     # The rarest term is read whatever its length: a query of common terms still finds chunks.
-    assert postings_read("t0 t1", "bounded", BUDGET=150) > 150
+    assert postings_read("t0 t1", "bounded", BUDGET=150, POOL=10) > 150
+
+
+def test_rare_terms_in_fewer_chunks_than_the_pool_bring_in_the_next_term_not_the_exhaustive_leg(
+    corpus: list[str],
+) -> None:
+    query = "t1999 t1998 t2 t0"  # two terms in a few chunks at most, then two common ones
+    exhaustive = postings_read(query, "exact")
+    bounded = postings_read(query, "bounded", BUDGET=20, POOL=20)
+    # t2 is read (the rare terms name fewer than 20 chunks), t0 is not, nor does the statement
+    # fall back to the exhaustive leg: ten hits from the pool.
+    assert 20 < bounded < exhaustive / 2, (bounded, exhaustive)
+    assert len(ranked(query, "bounded", BUDGET=20, POOL=20)) == 10
 
 
 def test_filters_that_leave_too_few_hits_fall_back_to_the_exhaustive_leg(corpus: list[str]) -> None:

@@ -175,11 +175,12 @@ idf AS MATERIALIZED (
     weight = bm25_expression("coalesce(array_length(u.positions, 1), 1)", "p.dl", "i.w", "i.c1", "i.c2")
     bounded = f"""
 essential AS MATERIALIZED (
-    -- The rarest terms whose postings fit the budget together (always the rarest one): read in full.
+    -- The rarest terms whose postings fit the budget together, and as many more as it takes for
+    -- the pool to fill (rare terms in only a few chunks): read in full.
     SELECT x.term, x.w, x.c1, x.c2 FROM (
         SELECT i.*, sum(i.df) OVER (ORDER BY i.df, i.term ROWS UNBOUNDED PRECEDING) AS upto
         FROM idf AS i
-    ) AS x WHERE x.upto <= %(budget)s OR x.upto = x.df
+    ) AS x WHERE x.upto <= %(budget)s OR x.upto - x.df < %(pool)s
 ),
 pool AS MATERIALIZED (
     -- The best chunks on the rare terms alone, with their lengths (every posting carries it).
