@@ -334,7 +334,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     print(f"text latency (issue 14): sizes {args.chunks}, modes {args.modes}; {machine_line()}", flush=True)
     results = []
-    for n in [int(x) for x in args.chunks.split(",")]:
+    sizes = [int(x) for x in args.chunks.split(",")]
+    for n in sizes:
         with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
             command = [sys.executable, __file__, "--one", str(n), "--out", tmp.name, "--modes", args.modes]
             command += ["--queries", str(args.queries), "--warmup", str(args.warmup)]
@@ -342,6 +343,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             command += ["--fresh"] if args.fresh else []
             subprocess.run(command, check=True)
             results.append(json.loads(Path(tmp.name).read_text()))
+        if n != sizes[-1]:
+            report(results)  # so far: a later size that fails or is stopped does not take these along
     report(results)
 
 
