@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,26 +28,35 @@ from common import machine_line
 K = 10
 
 
-def run_size(n: int, queries: int) -> dict[str, float]:
+def run_size(n: int, queries: int, bm25: dict[str, int]) -> dict[str, float]:
+    from django.conf import settings
+    from django.test import override_settings
+
     sets = [scifact_queries(queries), msmarco_queries(queries)]
     texts = [text for s in sets for text in s.texts]
     with corpus_database(n, keep=True):
         import django_rag as rag
 
         top: dict[str, list[list[int]]] = {}
+        seconds: list[float] = []
         for mode in ("exact", "bounded"):
-            with bm25_mode(mode):
+            with bm25_mode(mode), override_settings(RAG={**settings.RAG, "BM25": {"MODE": mode, **bm25}}):
                 kb = rag.collection(COLLECTION)
-                top[mode] = [
-                    [hit.chunk.pk for hit in kb.search(text, mode="text", k=K, snippets=False)]
-                    for text in texts
-                ]
+                top[mode] = []
+                for text in texts:
+                    started = time.perf_counter()
+                    top[mode].append(
+                        [hit.chunk.pk for hit in kb.search(text, mode="text", k=K, snippets=False)]
+                    )
+                    if mode == "bounded":
+                        seconds.append(time.perf_counter() - started)
     pairs = list(zip(top["exact"], top["bounded"], strict=True))
     return {
         "n": n,
         "queries": len(pairs),
         "identical": sum(a == b for a, b in pairs) / len(pairs),
         "overlap": sum(len(set(a) & set(b)) / max(len(a), 1) for a, b in pairs) / len(pairs),
+        "p50": statistics.median(seconds) * 1000,
     }
 
 
@@ -53,22 +64,29 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chunks", default="10000,100000", help="comma-separated sizes (kept databases)")
     parser.add_argument("--queries", type=int, default=200, help="per query set")
+    parser.add_argument("--budget", type=int, help="RAG['BM25']['BUDGET'] (default: the app's)")
+    parser.add_argument("--pool", type=int, help="RAG['BM25']['POOL'] (default: the app's)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    bm25 = {key.upper(): value for key, value in (("budget", args.budget), ("pool", args.pool)) if value}
     if args.one:
-        print(json.dumps(run_size(args.one, args.queries)))
+        print(json.dumps(run_size(args.one, args.queries, bm25)))
         return
-    print(f"bounded vs exhaustive BM25, top {K} (issue 14); {machine_line()}", flush=True)
-    print("chunks      queries  same top 10  mean overlap@10")
+    print(
+        f"bounded vs exhaustive BM25, top {K} (issue 14), {bm25 or 'default budget and pool'};",
+        machine_line(),
+    )
+    print("chunks      queries  same top 10  mean overlap@10  bounded p50 ms (one process, text)", flush=True)
     for n in (int(x) for x in args.chunks.split(",")):
-        out = subprocess.run(
-            [sys.executable, str(Path(__file__)), "--one", str(n), "--queries", str(args.queries)],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+        command = [sys.executable, str(Path(__file__)), "--one", str(n), "--queries", str(args.queries)]
+        command += [f"--{key.lower()}={value}" for key, value in bm25.items()]
+        out = subprocess.run(command, capture_output=True, text=True, check=True)
         row = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"{n:>9,}  {row['queries']:>8}  {row['identical']:>10.1%}  {row['overlap']:>14.3f}", flush=True)
+        print(
+            f"{n:>9,}  {row['queries']:>8}  {row['identical']:>10.1%}  {row['overlap']:>14.3f}"
+            f"  {row['p50']:>10.2f}",
+            flush=True,
+        )
     print(machine_line())
 
 
