@@ -6,9 +6,10 @@ together (and more, however long, until they name at least ``POOL`` chunks), ran
 they name by that partial score, and scores the best ``POOL`` of them exactly from their stored text vectors,
 every query term included (the common terms' long posting lists are never read). Scores are
 bit-identical to the exhaustive leg's; the ranking can only differ for chunks that hold none
-of the rare terms, or that rank below the pool on the rare terms alone. When filters leave
-fewer hits than asked for, the leg falls back to the exhaustive one. ``"exact"`` reads every
-posting of every query term (for evaluation).
+of the rare terms, or that rank below the pool on the rare terms alone. When every term fits
+the budget (small collections), or filters leave fewer hits than asked for, the statement
+answers with the exhaustive leg. ``"exact"`` reads every posting of every query term (for
+evaluation).
 """
 
 from __future__ import annotations

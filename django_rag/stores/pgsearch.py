@@ -182,9 +182,15 @@ essential AS MATERIALIZED (
         FROM idf AS i
     ) AS x WHERE x.upto <= %(budget)s OR x.upto - x.df < %(pool)s
 ),
+whole AS MATERIALIZED (
+    -- Every term is read anyway (a small collection, a query of rare terms): the exhaustive sum
+    -- is the same work without the pool's rescoring.
+    SELECT (SELECT count(*) FROM essential) = (SELECT count(*) FROM idf) AS yes
+),
 pool AS MATERIALIZED (
     -- The best chunks on the rare terms alone, with their lengths (every posting carries it).
     SELECT b.id, b.dl FROM ({_postings_sum("essential", space, with_length=True)}) AS b
+    WHERE NOT (SELECT yes FROM whole)
     ORDER BY b.score DESC, b.id LIMIT %(pool)s
 ),
 rescored AS (
@@ -202,11 +208,9 @@ found AS MATERIALIZED (
     ORDER BY b.score DESC, b.id LIMIT %(candidates)s
 ),
 short AS MATERIALIZED (
-    -- Too few hits, and some chunk was never looked at (a full pool, or terms not read): the
-    -- exhaustive leg answers instead.
-    SELECT (SELECT count(*) FROM found) < %(candidates)s
-       AND ((SELECT count(*) FROM pool) >= %(pool)s
-            OR (SELECT count(*) FROM essential) < (SELECT count(*) FROM idf)) AS fallback
+    -- Every term read anyway, or too few hits while some terms were not read (filters, or rare
+    -- terms in fewer chunks than asked for): the exhaustive leg answers instead.
+    SELECT (SELECT yes FROM whole) OR (SELECT count(*) FROM found) < %(candidates)s AS fallback
 ),
 txt AS MATERIALIZED (
     SELECT id, score FROM found WHERE NOT (SELECT fallback FROM short)
