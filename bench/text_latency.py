@@ -67,7 +67,7 @@ def percentiles(seconds: Sequence[float]) -> tuple[float, float]:
 
 
 def postings_read(collection_id: int, texts: Sequence[str]) -> str:
-    """Postings the exhaustive leg reads per query (sum of its lexemes' df), from today's termstats."""
+    """Postings the exhaustive leg reads per query (sum of its lexemes' df, the blocks' sizes)."""
     from django.db import connection
 
     try:
@@ -79,7 +79,7 @@ def postings_read(collection_id: int, texts: Sequence[str]) -> str:
             totals, common = [], []
             for text in texts:
                 cur.execute(
-                    "SELECT sum(df) FROM django_rag_termstats WHERE collection_id = %s AND space = %s "
+                    "SELECT sum(n) FROM django_rag_postblock WHERE collection_id = %s AND space = %s "
                     "AND term = ANY(SELECT DISTINCT lexeme FROM "
                     "unnest(to_tsvector('english'::regconfig, %s))) GROUP BY term",
                     [collection_id, SPACE, text],
