@@ -443,7 +443,8 @@ class RawCopy(Contender):
         return [[(r.text, r.metadata, r.vector) for r in flat(batch)] for batch in batches]
 
     def load(self, prepared: Any) -> None:
-        statement = "COPY bench_copy (content, metadata, embedding) FROM STDIN (FORMAT BINARY)"
+        table = self.tables[0]
+        statement = f"COPY {table} (content, metadata, embedding) FROM STDIN (FORMAT BINARY)"
         with self.conn.cursor() as cur:
             for rows in prepared:
                 with cur.copy(statement) as copy:
@@ -473,16 +474,6 @@ class RawCopyTsvector(RawCopy):
         )
         self.conn.execute("CREATE INDEX bench_copy_fts_search ON bench_copy_fts USING gin (search_vector)")
         self.conn.commit()
-
-    def load(self, prepared: Any) -> None:
-        statement = "COPY bench_copy_fts (content, metadata, embedding) FROM STDIN (FORMAT BINARY)"
-        with self.conn.cursor() as cur:
-            for rows in prepared:
-                with cur.copy(statement) as copy:
-                    copy.set_types(["text", "jsonb", "vector"])
-                    for text, metadata, vector in rows:
-                        copy.write_row((text, Jsonb(metadata), vector))
-                self.conn.commit()
 
 
 def postings_bytes(db: Database) -> int:
