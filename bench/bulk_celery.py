@@ -16,10 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import django  # noqa: E402
 from celery import Celery  # noqa: E402
 from celery.signals import worker_ready  # noqa: E402
-from django.conf import settings  # noqa: E402
 
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 COLLECTIONS = ["bulk-warm", "bulk-sync", "bulk-sync-end", "bulk-w1", "bulk-w2", "bulk-w4"]
@@ -46,23 +44,10 @@ def make_app(prefix: str) -> Celery:
 
 
 if os.environ.get("BENCH_BULK_DB"):
-    from django_rag.database import parse_database_url
+    # The worker side only (the benchmark's own process imports this module as ``bulk_celery``).
+    from bench.common import configure_django
 
-    settings.configure(
-        DEBUG=False,
-        SECRET_KEY="bench-only",
-        USE_TZ=True,
-        DATABASES={"default": parse_database_url(os.environ["BENCH_BULK_DB"])},
-        INSTALLED_APPS=[
-            "django.contrib.auth",
-            "django.contrib.contenttypes",
-            "django.contrib.postgres",
-            "django_rag",
-        ],
-        DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
-        RAG=RAG,
-    )
-    django.setup()
+    configure_django(os.environ["BENCH_BULK_DB"], RAG)
     app = make_app(os.environ["BENCH_BULK_PREFIX"])
     app.autodiscover_tasks(["django_rag"])
     import django_rag.tasks  # noqa: F401  (registers django_rag.ingest_batch)

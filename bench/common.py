@@ -124,11 +124,10 @@ def _close_django_connections() -> None:
         connections.close_all()
 
 
-def setup_django(db: Database, rag: dict[str, Any]) -> None:
-    """Configure Django for django-rag on the scratch database and migrate it."""
+def configure_django(url: str, rag: dict[str, Any]) -> None:
+    """Configure Django for django-rag on the database at ``url`` (benchmarks and their workers)."""
     import django
     from django.conf import settings
-    from django.core.management import call_command
 
     from django_rag.database import parse_database_url
 
@@ -136,7 +135,7 @@ def setup_django(db: Database, rag: dict[str, Any]) -> None:
         DEBUG=False,  # DEBUG would keep every query in memory
         SECRET_KEY="bench-only",
         USE_TZ=True,
-        DATABASES={"default": parse_database_url(db.url)},
+        DATABASES={"default": parse_database_url(url)},
         INSTALLED_APPS=[
             "django.contrib.auth",
             "django.contrib.contenttypes",
@@ -147,6 +146,13 @@ def setup_django(db: Database, rag: dict[str, Any]) -> None:
         RAG=rag,
     )
     django.setup()
+
+
+def setup_django(db: Database, rag: dict[str, Any]) -> None:
+    """Configure Django for django-rag on the scratch database and migrate it."""
+    from django.core.management import call_command
+
+    configure_django(db.url, rag)
     call_command("migrate", verbosity=0, interactive=False)
 
 
