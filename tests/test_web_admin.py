@@ -254,3 +254,24 @@ def test_ingest_jobs_are_listed_read_only_with_their_progress(web, admin_client)
     assert "2 / 3" in page  # batches done
     assert 'name="_save"' not in page
     assert admin_client.get("/admin/django_rag/ingestjob/add/").status_code == 403
+
+
+def test_staff_see_only_the_query_log_entries_and_ingest_jobs_of_their_scope(web) -> None:
+    notes, docs = rag.collection("notes"), rag.collection("docs")
+    for tenant in ("acme", "globex"):
+        for name in ("notes", "docs"):
+            QueryLog.objects.create(
+                kind="search", query=f"{tenant}-{name}", mode="text", collection=name, tenant=tenant
+            )
+        for kb in (notes, docs):
+            IngestJob.objects.create(collection=kb, tenant=tenant, queue=f"queue-{tenant}-{kb.name}")
+    dave = User.objects.create_user("dave", is_staff=True)  # tenant acme, collection notes
+    dave.user_permissions.add(*Permission.objects.filter(codename__in=["view_querylog", "view_ingestjob"]))
+    client = Client()
+    client.force_login(dave)
+    log = text(client.get("/admin/django_rag/querylog/"))
+    assert "acme-notes" in log
+    assert all(other not in log for other in ("acme-docs", "globex-notes", "globex-docs"))
+    jobs = text(client.get("/admin/django_rag/ingestjob/"))
+    assert "queue-acme-notes" in jobs
+    assert all(other not in jobs for other in ("queue-acme-docs", "queue-globex-notes", "queue-globex-docs"))

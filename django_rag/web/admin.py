@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.contrib import admin
 from django.core.checks import run_checks
 from django.db import DatabaseError, connections
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Model, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
@@ -49,6 +49,7 @@ _CHUNK_LIST_LIMIT = 200
 # The request whose change page is being rendered: read-only fields get only the object, and the
 # counts they show must stay within the viewer's scope.
 _viewing: ContextVar[HttpRequest | None] = ContextVar("django_rag_admin_request", default=None)
+_Row = TypeVar("_Row", bound=Model)
 
 
 def _scoped(request: HttpRequest | None, documents: QuerySet[Document]) -> QuerySet[Document]:
@@ -57,6 +58,19 @@ def _scoped(request: HttpRequest | None, documents: QuerySet[Document]) -> Query
     if getattr(request.user, "is_superuser", False):
         return documents
     return scope_for(request).documents(documents)
+
+
+def _scoped_rows(request: HttpRequest, rows: QuerySet[_Row], collection_names: str) -> QuerySet[_Row]:
+    """Rows carrying a ``tenant`` and a collection (name lookup ``collection_names``), narrowed to
+    the viewer's scope: log entries and ingest jobs, which have no tags to narrow by."""
+    if getattr(request.user, "is_superuser", False):
+        return rows
+    scope = scope_for(request)
+    if scope.tenant is not None:
+        rows = rows.filter(tenant=scope.tenant)
+    if scope.collections is not None:
+        rows = rows.filter(**{f"{collection_names}__in": scope.collections})
+    return rows.none() if scope.empty else rows
 
 
 def _table(headers: list[Any], rows: list[tuple[Any, ...]]) -> SafeString:
@@ -400,14 +414,7 @@ class QueryLogAdmin(_ReadOnly):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[QueryLog]:
         entries: QuerySet[QueryLog] = super().get_queryset(request)
-        if getattr(request.user, "is_superuser", False):
-            return entries
-        scope = scope_for(request)
-        if scope.tenant is not None:
-            entries = entries.filter(tenant=scope.tenant)
-        if scope.collections is not None:
-            entries = entries.filter(collection__in=scope.collections)
-        return entries.none() if scope.empty else entries
+        return _scoped_rows(request, entries, "collection")
 
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view(query_report_view(self))
@@ -449,14 +456,7 @@ class IngestJobAdmin(_ReadOnly):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[IngestJob]:
         jobs: QuerySet[IngestJob] = super().get_queryset(request)
-        if getattr(request.user, "is_superuser", False):
-            return jobs
-        scope = scope_for(request)
-        if scope.tenant is not None:
-            jobs = jobs.filter(tenant=scope.tenant)
-        if scope.collections is not None:
-            jobs = jobs.filter(collection__name__in=scope.collections)
-        return jobs.none() if scope.empty else jobs
+        return _scoped_rows(request, jobs, "collection__name")
 
     @admin.display(description=_("sources done"))
     def progress(self, obj: IngestJob) -> str:
