@@ -25,6 +25,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from django_rag.api import collection
 from django_rag.conf import rag_settings
+from django_rag.embedders import Embedder
 from django_rag.exceptions import RagError
 from django_rag.ingest import switch
 from django_rag.ingest.pipeline import DEFAULT_BATCH_SIZE
@@ -138,16 +139,7 @@ class Command(BaseCommand):
                 return self._enqueue(kb, pending, options)
             with switch.reindex_lock(kb, using=kb.using, wait=options["wait"]):
                 switch.start_run(kb, using=kb.using)
-                total = Document.objects.using(kb.using).filter(collection=kb).count()
-                with _progress(total, name, options["verbosity"]) as bar:
-                    filled = switch.fill(
-                        kb,
-                        pending.space,
-                        embedder,
-                        batch_size=options["batch_size"],
-                        progress=bar,
-                        pause=options["pause"],
-                    )
+                filled = self._fill(kb, pending.space, embedder, options)
                 if options["verbosity"]:
                     self.stdout.write(
                         f"{name}: {filled.documents} documents embedded into {pending.space} "
@@ -178,19 +170,18 @@ class Command(BaseCommand):
             return False
         return True
 
+    def _fill(self, kb: Any, space: str, embedder: Embedder, options: dict[str, Any]) -> switch.FillResult:
+        """``switch.fill`` of ``space`` with the command's batch size and pause, behind a progress bar."""
+        total = Document.objects.using(kb.using).filter(collection=kb).count()
+        with _progress(total, kb.name, options["verbosity"]) as bar:
+            return switch.fill(
+                kb, space, embedder, batch_size=options["batch_size"], progress=bar, pause=options["pause"]
+            )
+
     def _settled(self, kb: Any, options: dict[str, Any]) -> bool:
         """No switch open: documents stored only in other spaces are moved into the active one."""
         with switch.reindex_lock(kb, using=kb.using, wait=options["wait"]):
-            total = Document.objects.using(kb.using).filter(collection=kb).count()
-            with _progress(total, kb.name, options["verbosity"]) as bar:
-                filled = switch.fill(
-                    kb,
-                    kb.space,
-                    kb.get_embedder(),
-                    batch_size=options["batch_size"],
-                    progress=bar,
-                    pause=options["pause"],
-                )
+            filled = self._fill(kb, kb.space, kb.get_embedder(), options)
         if options["verbosity"]:
             self.stdout.write(
                 f"{kb.name}: {filled.documents} documents moved to {kb.space}; "
