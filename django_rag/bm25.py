@@ -15,11 +15,8 @@ evaluation).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
 
-from django.conf import settings
-
-from .conf import rag_settings
+from .conf import rag_section
 from .exceptions import ConfigurationError
 
 __all__ = ["MODES", "Bm25Options", "bm25_options"]
@@ -42,16 +39,7 @@ class Bm25Options:
 
 def bm25_options() -> Bm25Options:
     """``RAG["BM25"]`` over the defaults; the defaults alone where Django is not configured."""
-    given: dict[str, Any] = {}
-    if settings.configured:
-        given = {key.lower(): value for key, value in (getattr(rag_settings, "BM25", None) or {}).items()}
-    known = {field.name for field in fields(Bm25Options)}
-    unknown = sorted(set(given) - known)
-    if unknown:
-        raise ConfigurationError(
-            f"RAG['BM25'] has unknown keys {[key.upper() for key in unknown]}; "
-            f"known: {sorted(key.upper() for key in known)}"
-        )
+    given = rag_section("BM25", {field.name for field in fields(Bm25Options)})
     if given.get("mode", "bounded") not in MODES:
         raise ConfigurationError(f"RAG['BM25']['MODE'] must be one of {list(MODES)}, got {given['mode']!r}")
     for key in ("budget", "pool"):

@@ -6,13 +6,15 @@ at import time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from typing import Any
 
 from django.conf import settings
 from django.core.signals import setting_changed
 
-__all__ = ["DEFAULTS", "DEFAULT_COLLECTION_OPTIONS", "on_rag_change", "rag_settings"]
+from .exceptions import ConfigurationError
+
+__all__ = ["DEFAULTS", "DEFAULT_COLLECTION_OPTIONS", "on_rag_change", "rag_section", "rag_settings"]
 
 DEFAULT_COLLECTION_OPTIONS: dict[str, Any] = {
     "EMBEDDER": "default",
@@ -126,6 +128,21 @@ class RagSettings:
 
 
 rag_settings = RagSettings()
+
+
+def rag_section(name: str, known: Set[str]) -> dict[str, Any]:
+    """The keys a site gives in ``RAG[name]`` (a dict of options), lower-cased; none where Django is
+    not configured. A key not in ``known`` (lower case) is a ConfigurationError naming them all."""
+    if not settings.configured:
+        return {}
+    given = {key.lower(): value for key, value in (getattr(rag_settings, name, None) or {}).items()}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise ConfigurationError(
+            f"RAG['{name}'] has unknown keys {[key.upper() for key in unknown]}; "
+            f"known: {sorted(key.upper() for key in known)}"
+        )
+    return given
 
 
 def on_rag_change(function: Callable[[], Any]) -> Callable[[], Any]:

@@ -8,11 +8,8 @@ file can still ask for. See docs/security/hostile-files.md.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
 
-from django.conf import settings
-
-from ...conf import rag_settings
+from ...conf import rag_section
 from ...exceptions import ConfigurationError
 
 __all__ = ["LoaderLimits", "loader_limits"]
@@ -37,16 +34,7 @@ class LoaderLimits:
 
 def loader_limits() -> LoaderLimits:
     """``RAG["LOADERS"]`` over the defaults; the defaults alone where Django is not configured."""
-    given: dict[str, Any] = {}
-    if settings.configured:
-        given = {key.lower(): value for key, value in (getattr(rag_settings, "LOADERS", None) or {}).items()}
-    known = {field.name for field in fields(LoaderLimits)}
-    unknown = sorted(set(given) - known)
-    if unknown:
-        raise ConfigurationError(
-            f"RAG['LOADERS'] has unknown keys {[key.upper() for key in unknown]}; "
-            f"known: {sorted(key.upper() for key in known)}"
-        )
+    given = rag_section("LOADERS", {field.name for field in fields(LoaderLimits)})
     for key, value in given.items():
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
             raise ConfigurationError(
