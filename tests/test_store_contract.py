@@ -275,20 +275,23 @@ def test_a_skip_record_drops_the_chunks_and_a_failure_keeps_them(store: VectorSt
     assert search(store, "kept on failure") == []
 
 
-def test_outside_space_lists_documents_to_move_with_their_chunks(store: VectorStore) -> None:
+def test_missing_from_space_lists_documents_to_move_with_their_chunks(store: VectorStore) -> None:
     kb = coll(store, "docs")
     other = HashingEmbedder(model="other", dimensions=64)
     old = chunks("moving text")
     store.upsert_many(kb, [(doc("a"), old)], space=other.space)
-    [[stored]] = list(store.outside_space(kb, SPACE, batch_size=10))
+    [stored] = store.missing_from_space(kb, SPACE, other.space, limit=10)
     assert (stored.info.source_id, stored.space, [c.content for c in stored.chunks]) == (
         "a",
         other.space,
         ["moving text"],
     )
     store.upsert_many(kb, [(stored.info, chunks("moving text"))], space=SPACE)
-    assert store.drop_other_spaces(kb, [("", "a")], SPACE) == 1
-    assert list(store.outside_space(kb, SPACE, batch_size=10)) == []
+    assert store.missing_from_space(kb, SPACE, other.space, limit=10) == []
+    assert store.holding_space(kb, [("", "a"), ("", "b")], SPACE) == {("", "a")}
+    assert store.space_counts(kb) == {other.space: (1, 1), SPACE: (1, 1)}
+    assert store.drop_space(kb, other.space) == 1
+    assert store.space_counts(kb) == {SPACE: (1, 1)}
 
 
 def test_rescope_moves_a_rows_documents_and_chunks_to_the_new_tenant(store: VectorStore) -> None:

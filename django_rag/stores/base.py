@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Collection as Container
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -222,17 +222,6 @@ class VectorStore(Protocol):
 
     def locked(self, collection: Collection, keys: Sequence[tuple[str, str]]) -> AbstractContextManager[None]:
         """A transaction holding the write locks of these ``(tenant, source_id)`` documents."""
-        ...
-
-    def outside_space(
-        self, collection: Collection, space: str, *, batch_size: int
-    ) -> Iterator[list[StoredDocument]]:
-        """Batches of documents that have chunks in another space than ``space``, each with its chunks
-        of the space written last (no chunks when it already has chunks in ``space``)."""
-        ...
-
-    def drop_other_spaces(self, collection: Collection, keys: Sequence[tuple[str, str]], space: str) -> int:
-        """Delete these documents' chunks of every space but ``space``; returns how many."""
         ...
 
     def missing_from_space(

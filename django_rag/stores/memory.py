@@ -228,36 +228,6 @@ class MemoryStore:
         with self._lock:
             yield
 
-    def outside_space(
-        self, collection: Collection, space: str, *, batch_size: int
-    ) -> Iterator[list[StoredDocument]]:
-        with self._lock:
-            found = [
-                StoredDocument(
-                    stored.document,
-                    space if space in stored.chunks else next(iter(stored.chunks)),
-                    []
-                    if space in stored.chunks
-                    else [replace(c, embedding=None) for c in next(iter(stored.chunks.values()))],
-                )
-                for stored in self._docs(collection).values()
-                if any(s != space for s in stored.chunks)
-            ]
-        for start in range(0, len(found), batch_size):
-            yield found[start : start + batch_size]
-
-    def drop_other_spaces(self, collection: Collection, keys: Sequence[tuple[str, str]], space: str) -> int:
-        dropped = 0
-        with self._lock:
-            docs = self._docs(collection)
-            for key in keys:
-                stored = docs.get(key)
-                if stored is None:
-                    continue
-                for other in [s for s in stored.chunks if s != space]:
-                    dropped += len(stored.chunks.pop(other))
-        return dropped
-
     def missing_from_space(
         self, collection: Collection, space: str, source_space: str, *, after: Any = None, limit: int
     ) -> list[StoredDocument]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Collection as Container
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from itertools import islice
 from typing import Any
 
 import psycopg
@@ -442,46 +441,6 @@ class PgVectorStore:
             with connections[self.using].cursor() as cursor:
                 lock_documents(cursor, collection.pk, keys)
             yield
-
-    def outside_space(
-        self, collection: Collection, space: str, *, batch_size: int
-    ) -> Iterator[list[StoredDocument]]:
-        chunks = Chunk.objects.using(self.using)
-        stale = chunks.filter(document=OuterRef("pk")).exclude(space=space)
-        pending = (
-            Document.objects.using(self.using)
-            .filter(collection=collection)
-            .filter(Exists(stale))
-            .order_by("pk")
-        )
-        iterator = pending.iterator(chunk_size=batch_size)
-        while batch := list(islice(iterator, batch_size)):
-            rows = chunks.filter(document__in=batch).defer("embedding", "search_vector")
-            by_doc: dict[int, dict[str, list[Chunk]]] = {}
-            for row in rows.order_by("document_id", "space", "index"):
-                by_doc.setdefault(row.document_id, {}).setdefault(row.space, []).append(row)
-            stored = []
-            for doc in batch:
-                spaces = by_doc.get(doc.pk, {})
-                if space in spaces:
-                    stored.append(StoredDocument(_stored_info(doc), space, []))  # current: stale spaces go
-                    continue
-                # Several old spaces: take the one written last.
-                old_space, source = max(spaces.items(), key=lambda item: max(c.pk for c in item[1]))
-                stored.append(StoredDocument(_stored_info(doc), old_space, [_chunk_data(c) for c in source]))
-            yield stored
-
-    def drop_other_spaces(self, collection: Collection, keys: Sequence[tuple[str, str]], space: str) -> int:
-        if not keys:
-            return 0
-        documents = Document.objects.using(self.using).filter(collection=collection).filter(_keys_q(keys))
-        deleted, _ = (
-            Chunk.objects.using(self.using)
-            .filter(document__in=documents.values("pk"))
-            .exclude(space=space)
-            .delete()
-        )
-        return deleted
 
     def missing_from_space(
         self, collection: Collection, space: str, source_space: str, *, after: Any = None, limit: int
