@@ -186,12 +186,15 @@ class ChunkQuerySet(models.QuerySet["Chunk"]):
         dfs = [df for _, df, _, _ in rows]
         n, avgdl = (rows[0][2], rows[0][3]) if rows else (1.0, 1.0)
         tf = "coalesce(array_length(u.positions, 1), 1)"
-        weight = bm25_expression(tf, "django_rag_lexeme_count(v)", *bm25_factors("w.df", "%s", "%s"))
+        weight = bm25_expression(tf, "x.dl", *bm25_factors("w.df", "%s", "%s"))
         score = RawSQL(
             # From the chunk's own text vector, in term order, as the store's leg sums: the same
             # bits for the same chunk.
             f'SELECT coalesce(sum({weight} ORDER BY w.term COLLATE "C"), 0) '
-            'FROM (SELECT "django_rag_chunk"."search_vector") AS x(v) CROSS JOIN LATERAL unnest(x.v) AS u '
+            # The chunk's length once per chunk, not once per matching term.
+            'FROM (SELECT "django_rag_chunk"."search_vector", '
+            'django_rag_lexeme_count("django_rag_chunk"."search_vector")) AS x(v, dl) '
+            "CROSS JOIN LATERAL unnest(x.v) AS u "
             "JOIN unnest(%s::text[], %s::float8[]) AS w(term, df) ON u.lexeme = w.term",
             [float(n), float(avgdl), terms, [float(df) for df in dfs]],
             output_field=models.FloatField(),
