@@ -1,6 +1,7 @@
 """How often the bounded BM25 leg returns the exhaustive leg's top 10 (issue 14), as the corpus grows.
 
     .venv/bin/python bench/text_agreement.py --chunks 10000,100000,1000000
+    .venv/bin/python bench/text_agreement.py --chunks 1000000 --grid 'TOP=500;TOP=1000;BUDGET=10000,TOP=2000'
 
 The synthetic corpora of ``bm25_corpus.py`` have no relevance judgements, so nDCG can only be
 measured on SciFact and MS MARCO-5k (``text_quality.py``), where every query's terms fit the
@@ -21,6 +22,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from bm25_corpus import COLLECTION, bm25_mode, corpus_database, msmarco_queries, scifact_queries
 from common import machine_line
@@ -28,65 +30,85 @@ from common import machine_line
 K = 10
 
 
-def run_size(n: int, queries: int, bm25: dict[str, int]) -> dict[str, float]:
+def run_size(n: int, queries: int, grid: list[dict[str, int]]) -> list[dict[str, Any]]:
+    """One exhaustive pass, then the bounded leg under each setting of ``grid``."""
     from django.conf import settings
     from django.test import override_settings
 
     sets = [scifact_queries(queries), msmarco_queries(queries)]
     texts = [text for s in sets for text in s.texts]
+    rows = []
     with corpus_database(n, keep=True):
         import django_rag as rag
 
-        top: dict[str, list[list[int]]] = {}
-        seconds: list[float] = []
-        for mode in ("exact", "bounded"):
-            with bm25_mode(mode), override_settings(RAG={**settings.RAG, "BM25": {"MODE": mode, **bm25}}):
+        exact: list[list[int]] = []
+        with bm25_mode("exact"):
+            kb = rag.collection(COLLECTION)
+            exact = [[hit.chunk.pk for hit in kb.search(t, mode="text", k=K, snippets=False)] for t in texts]
+        for bm25 in grid:
+            bounded: list[list[int]] = []
+            seconds: list[float] = []
+            with override_settings(RAG={**settings.RAG, "BM25": {"MODE": "bounded", **bm25}}):
                 kb = rag.collection(COLLECTION)
-                top[mode] = []
                 for text in texts:
                     started = time.perf_counter()
-                    top[mode].append(
-                        [hit.chunk.pk for hit in kb.search(text, mode="text", k=K, snippets=False)]
-                    )
-                    if mode == "bounded":
-                        seconds.append(time.perf_counter() - started)
-    pairs = list(zip(top["exact"], top["bounded"], strict=True))
-    return {
-        "n": n,
-        "queries": len(pairs),
-        "identical": sum(a == b for a, b in pairs) / len(pairs),
-        "overlap": sum(len(set(a) & set(b)) / max(len(a), 1) for a, b in pairs) / len(pairs),
-        "p50": statistics.median(seconds) * 1000,
-    }
+                    hits = kb.search(text, mode="text", k=K, snippets=False)
+                    bounded.append([hit.chunk.pk for hit in hits])
+                    seconds.append(time.perf_counter() - started)
+            pairs = list(zip(exact, bounded, strict=True))
+            rows.append(
+                {
+                    "n": n,
+                    "bm25": bm25,
+                    "queries": len(pairs),
+                    "identical": sum(a == b for a, b in pairs) / len(pairs),
+                    "overlap": sum(len(set(a) & set(b)) / max(len(a), 1) for a, b in pairs) / len(pairs),
+                    "p50": statistics.median(seconds) * 1000,
+                }
+            )
+    return rows
+
+
+def parse_grid(text: str) -> list[dict[str, int]]:
+    """``"BUDGET=20000,POOL=200;TOP=500"`` -> one RAG['BM25'] dict per ``;``-separated setting."""
+    grid = []
+    for item in text.split(";"):
+        pairs = (pair.split("=") for pair in item.split(",") if pair)
+        grid.append({key.strip().upper(): int(value) for key, value in pairs})
+    return grid
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chunks", default="10000,100000", help="comma-separated sizes (kept databases)")
     parser.add_argument("--queries", type=int, default=200, help="per query set")
-    parser.add_argument("--budget", type=int, help="RAG['BM25']['BUDGET'] (default: the app's)")
-    parser.add_argument("--pool", type=int, help="RAG['BM25']['POOL'] (default: the app's)")
+    parser.add_argument(
+        "--grid",
+        default="",
+        help="RAG['BM25'] settings to compare, ';'-separated, e.g. 'TOP=500;TOP=1000,BUDGET=10000' "
+        "(default: the app's)",
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    bm25 = {key.upper(): value for key, value in (("budget", args.budget), ("pool", args.pool)) if value}
+    grid = parse_grid(args.grid)
     if args.one:
-        print(json.dumps(run_size(args.one, args.queries, bm25)))
+        print(json.dumps(run_size(args.one, args.queries, grid)))
         return
+    print(f"bounded vs exhaustive BM25, top {K} (issue 14);", machine_line())
     print(
-        f"bounded vs exhaustive BM25, top {K} (issue 14), {bm25 or 'default budget and pool'};",
-        machine_line(),
+        "chunks      queries  same top 10  mean overlap@10  bounded p50 ms (one process, text)  RAG['BM25']",
+        flush=True,
     )
-    print("chunks      queries  same top 10  mean overlap@10  bounded p50 ms (one process, text)", flush=True)
     for n in (int(x) for x in args.chunks.split(",")):
         command = [sys.executable, str(Path(__file__)), "--one", str(n), "--queries", str(args.queries)]
-        command += [f"--{key.lower()}={value}" for key, value in bm25.items()]
+        command += ["--grid", args.grid]
         out = subprocess.run(command, capture_output=True, text=True, check=True)
-        row = json.loads(out.stdout.strip().splitlines()[-1])
-        print(
-            f"{n:>9,}  {row['queries']:>8}  {row['identical']:>10.1%}  {row['overlap']:>14.3f}"
-            f"  {row['p50']:>10.2f}",
-            flush=True,
-        )
+        for row in json.loads(out.stdout.strip().splitlines()[-1]):
+            print(
+                f"{n:>9,}  {row['queries']:>8}  {row['identical']:>10.1%}  {row['overlap']:>14.3f}"
+                f"  {row['p50']:>10.2f}  {row['bm25'] or 'defaults'}",
+                flush=True,
+            )
     print(machine_line())
 
 

@@ -1,0 +1,48 @@
+"""The bounded leg's p50/p95 on one kept corpus, in one process: for comparing two checkouts.
+
+    .venv/bin/python bench/text_timing.py --chunks 1000000 --mode text
+
+Run it from each checkout in turn (alternating, two rounds or more) against the same kept
+database of ``bm25_corpus.py``: the machine's speed moves between runs, so only alternating
+runs compare. 20 untimed queries first, then the 400 queries of ``text_latency.py``, k 10,
+snippets off, the app's ``RAG["BM25"]`` defaults in bounded mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Sequence
+
+from bm25_corpus import COLLECTION, corpus_database, msmarco_queries, scifact_queries
+from common import machine_line
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chunks", type=int, default=1_000_000, help="a kept corpus size")
+    parser.add_argument("--mode", choices=("text", "hybrid"), default="text")
+    args = parser.parse_args(argv)
+    texts = scifact_queries(200).texts + msmarco_queries(200).texts
+    with corpus_database(args.chunks, keep=True):
+        import django_rag as rag
+
+        kb = rag.collection(COLLECTION)
+        for text in texts[:20]:
+            kb.search(text, mode=args.mode, k=10, snippets=False)
+        seconds = []
+        for text in texts:
+            started = time.perf_counter()
+            kb.search(text, mode=args.mode, k=10, snippets=False)
+            seconds.append(time.perf_counter() - started)
+    seconds.sort()
+    p95 = seconds[int(len(seconds) * 0.95)]
+    print(
+        f"{args.chunks:,} chunks, {args.mode}: p50 {statistics.median(seconds) * 1000:.2f} ms,"
+        f" p95 {p95 * 1000:.2f} ms; {machine_line()}"
+    )
+
+
+if __name__ == "__main__":
+    main()
