@@ -18,6 +18,7 @@ __all__ = [
     "bm25_expression",
     "bm25_factors",
     "check_prefix",
+    "cut_to_lexemes",
     "escape_like",
     "prefix_matches",
     "prefix_q",
@@ -97,3 +98,13 @@ def bm25_factors(df: str, n: str, avgdl: str) -> tuple[str, str, str]:
 def bm25_expression(tf: str, dl: str, w: str, c1: str, c2: str) -> str:
     """The BM25 weight of one posting as SQL, from its term's ``bm25_factors`` (every text query)."""
     return f"{w} * {tf} / ({tf} + {c1} + {c2} * {dl})"
+
+
+def cut_to_lexemes(vector: str, lexemes: str) -> str:
+    """SQL: the tsvector ``vector`` with only ``lexemes`` (a text[] expression), positions kept.
+
+    Weighted A, then filtered: about four times cheaper than unnesting the whole vector to find
+    a query's few lexemes. A lexeme stored without positions (``strip()``) is dropped; the store
+    writes ``to_tsvector``, which always keeps them.
+    """
+    return f"ts_filter(setweight(setweight({vector}, 'D'), 'A', {lexemes}), '{{a}}')"

@@ -41,6 +41,7 @@ from ..sql import (
     PREFIX_SEPARATORS,
     bm25_expression,
     bm25_factors,
+    cut_to_lexemes,
     escape_like,
     quote_literal,
     vector_cast_type,
@@ -196,14 +197,11 @@ pool AS MATERIALIZED (
 rescored AS (
     -- Every query term, from the chunk's own text vector, in the exhaustive leg's term order:
     -- the same bits as the exhaustive sum for the same chunk. The vector is first cut to the
-    -- query's lexemes (weighted A, then filtered): four times faster than unnesting it whole.
-    -- Its lexemes all have positions (``to_tsvector`` writes them; a stripped one would drop).
-    -- One join for the whole pool, so the query terms are hashed once, not once per chunk.
+    -- query's lexemes, and one join serves the whole pool (the terms are hashed once).
     SELECT p.id, sum({weight} ORDER BY i.term COLLATE "C") AS score
     FROM pool AS p JOIN django_rag_chunk AS c ON c.id = p.id
-    CROSS JOIN LATERAL unnest(ts_filter(
-        setweight(setweight(c.search_vector, 'D'), 'A', (SELECT array_agg(term) FROM idf)), '{{a}}'
-    )) AS u JOIN idf AS i ON i.term = u.lexeme
+    CROSS JOIN LATERAL unnest({cut_to_lexemes("c.search_vector", "(SELECT array_agg(term) FROM idf)")}) AS u
+    JOIN idf AS i ON i.term = u.lexeme
     WHERE true{filters}{matcher}
     GROUP BY p.id
 ),
