@@ -302,6 +302,12 @@ def median(values: Sequence[float]) -> float:
     return statistics.median(values)
 
 
+def percentiles(seconds: Sequence[float]) -> tuple[float, float]:
+    """p50 and p95 of durations in seconds, in milliseconds."""
+    ms = np.array(seconds) * 1000
+    return float(np.percentile(ms, 50)), float(np.percentile(ms, 95))
+
+
 def machine_line() -> str:
     """CPU count, load average and Python version, printed with every result table."""
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())

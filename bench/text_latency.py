@@ -55,15 +55,10 @@ from bm25_corpus import (
     postings_bytes,
     scifact_queries,
 )
-from common import machine_line
+from common import machine_line, percentiles
 
 K = 10
 TARGET_TEXT_MS, TARGET_HYBRID_MS, TARGET_GROWTH = 15.0, 20.0, 1.5
-
-
-def percentiles(seconds: Sequence[float]) -> tuple[float, float]:
-    ms = np.array(seconds) * 1000
-    return float(np.percentile(ms, 50)), float(np.percentile(ms, 95))
 
 
 def postings_read(collection_id: int, texts: Sequence[str]) -> str:

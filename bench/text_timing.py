@@ -11,12 +11,11 @@ snippets off, the app's ``RAG["BM25"]`` defaults in bounded mode.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from collections.abc import Sequence
 
 from bm25_corpus import COLLECTION, corpus_database, msmarco_queries, scifact_queries
-from common import machine_line
+from common import machine_line, percentiles
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -36,12 +35,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             started = time.perf_counter()
             kb.search(text, mode=args.mode, k=10, snippets=False)
             seconds.append(time.perf_counter() - started)
-    seconds.sort()
-    p95 = seconds[int(len(seconds) * 0.95)]
-    print(
-        f"{args.chunks:,} chunks, {args.mode}: p50 {statistics.median(seconds) * 1000:.2f} ms,"
-        f" p95 {p95 * 1000:.2f} ms; {machine_line()}"
-    )
+    p50, p95 = percentiles(seconds)
+    print(f"{args.chunks:,} chunks, {args.mode}: p50 {p50:.2f} ms, p95 {p95:.2f} ms; {machine_line()}")
 
 
 if __name__ == "__main__":
