@@ -60,6 +60,7 @@ __all__ = [
     "corpus_database",
     "generate",
     "hashing_vectors",
+    "parse_grid",
     "real_corpora",
     "setup_corpus_django",
 ]
@@ -466,6 +467,15 @@ def bm25_mode(mode: str) -> Iterator[None]:
         return
     with override_settings(RAG={**settings.RAG, "BM25": {**settings.RAG.get("BM25", {}), "MODE": mode}}):
         yield
+
+
+def parse_grid(text: str) -> list[dict[str, int]]:
+    """``"BUDGET=20000,POOL=200;TOP=500"`` -> one RAG['BM25'] dict per ``;``-separated setting."""
+    grid = []
+    for item in text.split(";"):
+        pairs = (pair.split("=") for pair in item.split(",") if pair)
+        grid.append({key.strip().upper(): int(value) for key, value in pairs})
+    return grid
 
 
 def postings_bytes() -> tuple[int, list[tuple[str, int]]]:

@@ -24,7 +24,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bm25_corpus import COLLECTION, bm25_mode, corpus_database, msmarco_queries, scifact_queries
+from bm25_corpus import (
+    COLLECTION,
+    bm25_mode,
+    corpus_database,
+    msmarco_queries,
+    parse_grid,
+    scifact_queries,
+)
 from common import machine_line
 
 K = 10
@@ -67,15 +74,6 @@ def run_size(n: int, queries: int, grid: list[dict[str, int]]) -> list[dict[str,
                 }
             )
     return rows
-
-
-def parse_grid(text: str) -> list[dict[str, int]]:
-    """``"BUDGET=20000,POOL=200;TOP=500"`` -> one RAG['BM25'] dict per ``;``-separated setting."""
-    grid = []
-    for item in text.split(";"):
-        pairs = (pair.split("=") for pair in item.split(",") if pair)
-        grid.append({key.strip().upper(): int(value) for key, value in pairs})
-    return grid
 
 
 def main(argv: Sequence[str] | None = None) -> None:
