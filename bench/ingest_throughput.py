@@ -363,12 +363,51 @@ class Diagnostic(DjangoRagStore):
         super().teardown(db)
 
 
+class DiagnosticPending(Diagnostic):
+    """The synchronous part of a deferred posting build (``--diagnose``): the chunk table's
+    triggers replaced by one statement trigger that only queues the new chunks' ids in a
+    pending table, as a pending list merged later would. The merge is not built or timed.
+    """
+
+    def __init__(self) -> None:
+        DjangoRagStore.__init__(self, "diag: store, postings deferred to a pending list")
+
+    def setup(self, db: Database, dims: int) -> None:
+        super().setup(db, dims)
+        with db.connect(autocommit=True) as conn:
+            conn.execute(
+                "CREATE TABLE bench_pending (chunk_id bigint PRIMARY KEY, collection_id bigint NOT NULL, "
+                "space varchar NOT NULL)"
+            )
+            conn.execute(
+                "CREATE FUNCTION bench_queue() RETURNS trigger LANGUAGE plpgsql AS $fn$ BEGIN "
+                "INSERT INTO bench_pending SELECT id, collection_id, space FROM new_rows "
+                "WHERE search_vector IS NOT NULL; RETURN NULL; END $fn$"
+            )
+            conn.execute(
+                "CREATE TRIGGER bench_queue AFTER INSERT ON django_rag_chunk REFERENCING NEW TABLE AS "
+                "new_rows FOR EACH STATEMENT EXECUTE FUNCTION bench_queue()"
+            )
+
+    def reset(self, db: Database) -> None:
+        super().reset(db)
+        with db.connect(autocommit=True) as conn:
+            conn.execute("TRUNCATE bench_pending")
+
+    def teardown(self, db: Database) -> None:
+        with db.connect(autocommit=True) as conn:
+            conn.execute("DROP TRIGGER bench_queue ON django_rag_chunk")
+            conn.execute("DROP FUNCTION bench_queue()")
+            conn.execute("DROP TABLE bench_pending")
+        super().teardown(db)
+
+
 def diagnostics(db: Database) -> list[Contender]:
     triggers = chunk_triggers(db)
     if not triggers:
         return []
     print(f"diagnostics: django_rag_chunk has triggers {', '.join(triggers)}")
-    return [Diagnostic()]
+    return [Diagnostic(), DiagnosticPending()]
 
 
 def chunk_triggers(db: Database) -> list[str]:
