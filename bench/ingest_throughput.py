@@ -349,8 +349,8 @@ class Diagnostic(DjangoRagStore):
     triggers (text postings and statistics) disabled in this scratch database, re-enabled after.
     """
 
-    def __init__(self) -> None:
-        super().__init__("diag: store, chunk triggers off")
+    def __init__(self, name: str = "diag: store, chunk triggers off") -> None:
+        super().__init__(name)
 
     def setup(self, db: Database, dims: int) -> None:
         super().setup(db, dims)
@@ -370,7 +370,7 @@ class DiagnosticPending(Diagnostic):
     """
 
     def __init__(self) -> None:
-        DjangoRagStore.__init__(self, "diag: store, postings deferred to a pending list")
+        super().__init__("diag: store, postings deferred to a pending list")
 
     def setup(self, db: Database, dims: int) -> None:
         super().setup(db, dims)

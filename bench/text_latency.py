@@ -16,11 +16,12 @@ synthetic corpus of ``bm25_corpus.py`` loaded through ``upsert_many`` (database
   django-rag's caches), both legs on each query in shuffled order, so all share the machine's
   load; ``--warmup`` queries per mode and leg first, untimed. With ``--separate``, each mode is
   timed in a pass of its own instead, after 100 untimed SciFact claims that are not among the
-  timed queries. Interleaved, the
-  exhaustive leg's reads (every posting of every query term: 1.6 GB of blocks per pass at 1M)
-  evict what the bounded leg reads from PostgreSQL's buffer cache before each of its blocks,
-  which a site running only the bounded leg never sees: compare modes interleaved, read the
-  bounded leg's own latency from a separate pass.
+  timed queries. Interleaved, the exhaustive leg's reads (every posting of every query term:
+  1.6 GB of blocks per pass at 1M) evict what the bounded leg reads from PostgreSQL's buffer
+  cache before each of its blocks, which a site running only the bounded leg never sees.
+- Before timing, the database's files are read once so that the page cache holds them
+  (``common.read_into_page_cache``; ``--no-page-cache`` skips it): right after a load, part of
+  a large database may be on disk only.
 - Queries: 200 real SciFact train claims and 200 MS MARCO-style queries (the 50 real MS MARCO-5k
   queries and 150 made from its passages: ``bm25_corpus.msmarco_queries``).
 - bm25s (``BM25(k1=1.2, b=0.75)``, django-rag's parameters; PyStemmer English, English stop
