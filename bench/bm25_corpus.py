@@ -40,7 +40,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -454,8 +454,9 @@ def check_modes(modes: Sequence[str]) -> None:
 
 
 @contextmanager
-def bm25_mode(mode: str) -> Iterator[None]:
-    """``RAG["BM25"] = {"MODE": mode}`` over the current RAG settings (nothing when the setting
+def bm25_mode(mode: str, options: Mapping[str, int] | None = None) -> Iterator[None]:
+    """``RAG["BM25"] = {**options, "MODE": mode}`` over the current RAG settings (``options``:
+    other ``RAG["BM25"]`` keys, e.g. one setting of ``parse_grid``; nothing when the setting
     does not exist yet: then the exhaustive leg, "exact", is the only one)."""
     from django.conf import settings
     from django.test import override_settings
@@ -465,7 +466,8 @@ def bm25_mode(mode: str) -> Iterator[None]:
             raise SystemExit(f"BM25 mode {mode!r} needs RAG['BM25'] (not in this django_rag)")
         yield
         return
-    with override_settings(RAG={**settings.RAG, "BM25": {**settings.RAG.get("BM25", {}), "MODE": mode}}):
+    bm25 = {**settings.RAG.get("BM25", {}), **(options or {}), "MODE": mode}
+    with override_settings(RAG={**settings.RAG, "BM25": bm25}):
         yield
 
 

@@ -191,9 +191,6 @@ def checkpoint(db: Database) -> None:
             pass  # a DATABASE_URL user without pg_checkpoint: the runs are still comparable, only noisier
 
 
-# -- data ---------------------------------------------------------------------------------------
-
-
 def read_into_page_cache(db: Database) -> str:
     """Read the database's files once, so the operating system's page cache holds them.
 
@@ -229,6 +226,9 @@ def read_into_page_cache(db: Database) -> str:
             number += 1
             segment = data / f"{relative}.{number}"
     return f"{read / 1e9:.2f} GB of database files read into the page cache first"
+
+
+# -- data ---------------------------------------------------------------------------------------
 
 
 def load_abstracts() -> list[tuple[str, str, str]]:

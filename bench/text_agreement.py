@@ -39,9 +39,6 @@ K = 10
 
 def run_size(n: int, queries: int, grid: list[dict[str, int]]) -> list[dict[str, Any]]:
     """One exhaustive pass, then the bounded leg under each setting of ``grid``."""
-    from django.conf import settings
-    from django.test import override_settings
-
     sets = [scifact_queries(queries), msmarco_queries(queries)]
     texts = [text for s in sets for text in s.texts]
     rows = []
@@ -55,7 +52,7 @@ def run_size(n: int, queries: int, grid: list[dict[str, int]]) -> list[dict[str,
         for bm25 in grid:
             bounded: list[list[int]] = []
             seconds: list[float] = []
-            with override_settings(RAG={**settings.RAG, "BM25": {"MODE": "bounded", **bm25}}):
+            with bm25_mode("bounded", bm25):
                 kb = rag.collection(COLLECTION)
                 for text in texts:
                     started = time.perf_counter()
