@@ -190,7 +190,15 @@ def test_wrong_dimensions_setting_is_reported():
 
 
 @pytest.mark.parametrize(
-    "option", [{"max_length": 0}, {"threads": 0}, {"threads": "2"}, {"batch_size": 0}, {"pooling": "cls"}]
+    "option",
+    [
+        {"max_length": 0},
+        {"threads": 0},
+        {"threads": "2"},
+        {"spin": "no"},
+        {"batch_size": 0},
+        {"pooling": "cls"},
+    ],
 )
 def test_bad_options_raise_configuration_error(option):
     with pytest.raises(ConfigurationError):
@@ -281,3 +289,11 @@ def test_sentence_transformers_missing_raises_configuration_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)
     with pytest.raises(ConfigurationError, match="sentence-transformers"):
         SentenceTransformersEmbedder()
+
+
+def test_spinning_off_gives_the_same_vectors(embedder):
+    """SPIN=False only changes how idle ONNX Runtime threads wait, never what they compute."""
+    quiet = LocalEmbedder(threads=1, spin=False)
+    texts = ["Backups are kept for 35 days.", "Invoices are issued monthly."]
+    assert np.allclose(quiet.embed_documents(texts), embedder.embed_documents(texts), atol=1e-5)
+    assert quiet._load()[0] is not embedder._load()[0]  # a session of its own, with its own options

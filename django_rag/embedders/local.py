@@ -80,6 +80,7 @@ class LocalEmbedder(BaseEmbedder):
         document_prefix: str = "",
         normalize: bool = True,
         threads: int | None = None,
+        spin: bool | None = None,
         **options: Any,
     ) -> None:
         if model_path is not None and not model:
@@ -98,7 +99,10 @@ class LocalEmbedder(BaseEmbedder):
         self.query_prefix = query_prefix
         self.document_prefix = document_prefix
         self.normalize = bool(normalize)
+        if spin is not None and not isinstance(spin, bool):
+            raise ConfigurationError(f"LocalEmbedder SPIN must be True or False, got {spin!r}")
         self.threads = threads
+        self.spin = spin
         self.model_file, self.model_sha256 = _model_file(model_path)
         self.tokenizer_file, self.tokenizer_sha256 = _tokenizer_file(
             model_path, self.model_file, tokenizer_path
@@ -198,7 +202,7 @@ class LocalEmbedder(BaseEmbedder):
         if self._loaded is None:
             with _lock:
                 self._loaded = (
-                    _load_model(str(self.model_file), self.model_sha256, self.threads),
+                    _load_model(str(self.model_file), self.model_sha256, self.threads, self.spin),
                     _load_tokenizer(str(self.tokenizer_file), self.tokenizer_sha256, self.max_length),
                 )
         return self._loaded
@@ -268,7 +272,7 @@ def _check_sha256(path: str, expected: str | None, what: str, fix: str) -> None:
 
 
 @functools.cache
-def _load_model(path: str, sha256: str | None, threads: int | None) -> _Model:
+def _load_model(path: str, sha256: str | None, threads: int | None, spin: bool | None) -> _Model:
     import numpy as np
     import onnxruntime as ort
 
@@ -277,6 +281,8 @@ def _load_model(path: str, sha256: str | None, threads: int | None) -> _Model:
     options.log_severity_level = 3
     if threads is not None:
         options.intra_op_num_threads = threads
+    if spin is not None:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
     try:
         session = ort.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as exc:
