@@ -3,12 +3,13 @@
 - E120 an unknown RAG['WEB'] key; E121 SCOPE cannot be imported or is not callable;
   E122 ASK_RATE is malformed; E123 PERMISSIONS names an unknown view;
   E124 a COLLECTIONS entry is not declared in RAG['COLLECTIONS']; E125 a size setting is not a
-  positive integer
+  positive integer; E126 CSP is not a mapping of directives (Django 6's SECURE_CSP format) or None
 """
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from typing import Any
 
 from django.core.checks import CheckMessage, Error, register
@@ -84,4 +85,20 @@ def check_web_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
             errors.append(
                 Error(f"RAG['WEB'][{key!r}] must be a positive integer, got {value!r}", id="django_rag.E125")
             )
+    policy = settings["CSP"]
+    if policy is not None and not (
+        isinstance(policy, Mapping)
+        and all(
+            isinstance(directive, str) and isinstance(value, str | bool | list | tuple | set)
+            for directive, value in policy.items()
+        )
+    ):
+        errors.append(
+            Error(
+                f"RAG['WEB']['CSP'] must map directives to lists of sources, got {policy!r}",
+                hint='e.g. {"default-src": ["\'self\'"], "frame-ancestors": ["\'none\'"]}, or None to leave '
+                "the header to the site's SECURE_CSP.",
+                id="django_rag.E126",
+            )
+        )
     return errors
