@@ -111,7 +111,13 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         log = work / "runserver.log"
         with log.open("w") as output:
             server = subprocess.Popen(
-                [*manage, "runserver", f"127.0.0.1:{port}", "--noreload"],
+                [
+                    *manage,
+                    "runserver",
+                    f"127.0.0.1:{port}",
+                    "--noreload",
+                    "--insecure",
+                ],  # DEBUG is off, as in the demo
                 env=env,
                 cwd=ROOT,
                 stdout=output,
