@@ -1,7 +1,6 @@
 """The app config: ``ready()`` loads the modules that need the registry and connects the signal receivers."""
 
 from django.apps import AppConfig
-from django.core.signals import got_request_exception
 from django.db.backends.signals import connection_created
 from django.utils.translation import gettext_lazy as _
 
@@ -20,8 +19,6 @@ class DjangoRagConfig(AppConfig):
         from . import api, checks, tasks  # noqa: F401
         from .web import checks as web_checks  # noqa: F401
         from .web import models as web_models  # noqa: F401
-        from .web.middleware import remember_database_outage
 
         connection_created.connect(apply_session_settings, dispatch_uid="django_rag.session_settings")
         tasks.connect_signals()
-        got_request_exception.connect(remember_database_outage, dispatch_uid="django_rag.database_outage")

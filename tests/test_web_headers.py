@@ -172,3 +172,12 @@ def test_an_unreachable_database_is_a_503_page_or_json_with_no_traceback(
             "error": "The service is not available right now. Please try again in a moment.",
             "status": 503,
         }
+
+
+@pytest.mark.django_db
+def test_the_outage_middleware_after_sessions_or_auth_is_a_warning(settings) -> None:
+    settings.MIDDLEWARE = MIDDLEWARE
+    assert "django_rag.W126" not in {message.id for message in run_checks()}
+    settings.MIDDLEWARE = [MIDDLEWARE[0], *MIDDLEWARE[2:4], MIDDLEWARE[1], *MIDDLEWARE[4:]]
+    warned = [message for message in run_checks() if message.id == "django_rag.W126"]
+    assert warned and "SessionMiddleware, django.contrib.auth" in warned[0].msg

@@ -25,6 +25,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from django.core.signals import got_request_exception
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
@@ -88,6 +89,8 @@ class DatabaseUnavailableMiddleware:
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
+        # Connected by the middleware, once: only a site that installs it needs the marks.
+        got_request_exception.connect(remember_database_outage, dispatch_uid="django_rag.database_outage")
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
         response = self.get_response(request)

@@ -249,8 +249,9 @@ class SourceView(RagView):
             if content_type.startswith("text/")
             else content_type,
         )
-        if not inline:
-            response["Content-Security-Policy"] = "sandbox"
+        # A download runs nothing in the site's origin (sandbox); a PDF shown inline keeps the
+        # browser's viewer working, which the pages' policy (object-src 'none') could block.
+        response["Content-Security-Policy"] = "frame-ancestors 'none'" if inline else "sandbox"
         response["X-Content-Type-Options"] = "nosniff"
         return response
 
