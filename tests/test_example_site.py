@@ -1,10 +1,10 @@
 """The example site attacked over loopback (issue 24): a cross-tenant upload through the admin, the
 headers of every page, ``check --deploy``, and a real PostgreSQL stopped under load.
 
-The site runs as the demo runs it: ``manage.py runserver --insecure`` with DEBUG off (a second one
-with ``EXAMPLE_DEBUG=1``), migrated and set up by its ``demo`` command, on a PostgreSQL server of
-its own: an embedded server in a temporary data directory, never the suite's shared one, since
-the test stops it and starts it again.
+The site runs as ``make demo`` runs it: migrated, then ``manage.py demo --serve`` (runserver with
+its static files, and a db_worker) with DEBUG off, and a second one with ``EXAMPLE_DEBUG=1``, on a
+PostgreSQL server of its own: an embedded server in a temporary data directory, never the suite's
+shared one, since the test stops it and starts it again.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -112,25 +113,27 @@ def site() -> Iterator[Site]:
         log = work / "runserver.log"
         urls = {}
         with log.open("w") as output:
-            for debug in ("off", "on"):
+            for debug in ("off", "on"):  # what `make demo` runs, with DEBUG off and on
                 port = _free_port()
-                processes.append(
-                    subprocess.Popen(
-                        [*manage, "runserver", f"127.0.0.1:{port}", "--noreload", "--insecure"],
-                        env={**env, "EXAMPLE_DEBUG": "1" if debug == "on" else ""},
-                        cwd=ROOT,
-                        stdout=output,
-                        stderr=subprocess.STDOUT,
-                    )
+                process = subprocess.Popen(
+                    [*manage, "demo", "--serve", "--no-search", "--port", str(port)],
+                    env={**env, "EXAMPLE_DEBUG": "1" if debug == "on" else ""},
+                    cwd=ROOT,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
                 )
+                processes.append(process)
                 urls[debug] = f"http://127.0.0.1:{port}"
-            for process, url in zip(processes, urls.values(), strict=True):
-                _wait_for(url, process, log)
+                _wait_for(urls[debug], process, log)
             yield Site(urls=urls, database_url=database_url, server=server, env=env, log=log)
     finally:
         for process in processes:
-            process.terminate()
-            process.wait(timeout=30)
+            process.send_signal(signal.SIGINT)  # Ctrl-C: the demo stops its db_worker too
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=30)
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
 
