@@ -42,6 +42,8 @@ STAFF_PERMISSIONS = [
     ("kb", "delete_attachment"),
     ("django_rag", "view_collection"),
     ("django_rag", "view_document"),
+    # Re-index and retry (admin actions that change data need it); the page stays read-only.
+    ("django_rag", "change_document"),
     ("django_rag", "view_chunk"),
     ("django_rag", "view_querylog"),
 ]
