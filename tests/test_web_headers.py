@@ -181,3 +181,10 @@ def test_the_outage_middleware_after_sessions_or_auth_is_a_warning(settings) -> 
     settings.MIDDLEWARE = [MIDDLEWARE[0], *MIDDLEWARE[2:4], MIDDLEWARE[1], *MIDDLEWARE[4:]]
     warned = [message for message in run_checks() if message.id == "django_rag.W126"]
     assert warned and "SessionMiddleware, django.contrib.auth" in warned[0].msg
+
+
+def test_policies_are_built_as_django_6_builds_secure_csp() -> None:
+    config = {"script-src": ["'self'", "<CSP_NONCE_SENTINEL>"], "upgrade-insecure-requests": True, "x": []}
+    assert build_policy(config, "r4nd0m") == "script-src 'self' 'nonce-r4nd0m'; upgrade-insecure-requests"
+    assert build_policy(config) == "script-src 'self'; upgrade-insecure-requests"
+    assert build_policy({"default-src": "'none'"}) == "default-src 'none'"

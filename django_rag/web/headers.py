@@ -66,7 +66,7 @@ def protect(request: HttpRequest, response: HttpResponseBase) -> HttpResponseBas
     """Add the library's security headers to ``response`` where it has none of its own."""
     policy = web_settings()["CSP"]
     if policy and "Content-Security-Policy" not in response:
-        response["Content-Security-Policy"] = build_policy(policy, _nonce(request))
+        response["Content-Security-Policy"] = build_policy(policy, _nonce(request, policy))
     if "X-Frame-Options" not in response:
         response["X-Frame-Options"] = getattr(settings, "X_FRAME_OPTIONS", "DENY").upper()
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
@@ -74,9 +74,14 @@ def protect(request: HttpRequest, response: HttpResponseBase) -> HttpResponseBas
     return response
 
 
-def _nonce(request: HttpRequest) -> str | None:
-    nonce = getattr(request, "_csp_nonce", None)  # set by Django 6's CSP middleware
-    return str(nonce) if nonce is not None else None
+def _nonce(request: HttpRequest, policy: Mapping[str, Any]) -> str | None:
+    """The request's nonce (Django 6's CSP middleware makes one lazily), only if ``policy`` uses it."""
+    nonce = getattr(request, "_csp_nonce", None)
+    uses = any(
+        value == _NONCE or (not isinstance(value, str | bool) and _NONCE in value)
+        for value in policy.values()
+    )
+    return str(nonce) if nonce is not None and uses else None
 
 
 class _ContentSecurityPolicyMiddleware:
