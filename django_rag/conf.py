@@ -88,6 +88,20 @@ DEFAULTS: dict[str, Any] = {
         "CACHE": "default",  # the cache alias the rate limit counts in
         "LOG_QUERIES": True,
         "LOG_RETENTION_DAYS": 90,  # manage.py rag_prune_queries deletes older entries
+        # Content-Security-Policy of the pages and endpoints (django_rag.web.headers), in the format
+        # of Django 6's SECURE_CSP; None: no header from the library (the site's own applies).
+        "CSP": {
+            "default-src": ["'self'"],
+            "script-src": ["'self'"],
+            "style-src": ["'self'"],
+            "img-src": ["'self'", "data:"],
+            "font-src": ["'self'"],
+            "connect-src": ["'self'"],
+            "object-src": ["'none'"],
+            "base-uri": ["'self'"],
+            "form-action": ["'self'"],
+            "frame-ancestors": ["'none'"],
+        },
     },
 }
 

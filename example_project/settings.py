@@ -1,13 +1,35 @@
-"""A small site using django-rag: embedded PostgreSQL (or DATABASE_URL) and a local embedder."""
+"""A small site using django-rag: embedded PostgreSQL (or DATABASE_URL) and a local embedder.
+
+It runs with DEBUG off (no traceback or URL list for a visitor) unless EXAMPLE_DEBUG=1; `make demo`
+serves the static files either way. `manage.py check --deploy` warns only about HTTPS, which a demo
+on http://127.0.0.1 cannot turn on.
+"""
 
 import os
+import secrets
 from pathlib import Path
 
-from django_rag.database import database_config
+from django_rag.database import DEFAULT_PGDATA, database_config
+from django_rag.web.headers import DEFAULT_CSP
+
+
+def _secret_key() -> str:
+    """DJANGO_SECRET_KEY, else a random key made once and kept beside the demo's database."""
+    if os.environ.get("DJANGO_SECRET_KEY"):
+        return os.environ["DJANGO_SECRET_KEY"]
+    path = Path(os.environ.get("DJANGO_RAG_PGDATA") or DEFAULT_PGDATA).parent / "example-secret-key"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+            handle.write(secrets.token_urlsafe(50))
+    except FileExistsError:
+        pass  # made by an earlier run (or the worker starting beside this process)
+    return path.read_text().strip()
+
 
 BASE_DIR = Path(__file__).resolve().parent
-SECRET_KEY = "example-project-not-for-production"
-DEBUG = True
+SECRET_KEY = _secret_key()
+DEBUG = os.environ.get("EXAMPLE_DEBUG", "") not in ("", "0")
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 USE_TZ = True
 
@@ -26,6 +48,8 @@ INSTALLED_APPS = [
 ]
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Before sessions and auth, which raise before any view when the database is down: a 503.
+    "django_rag.web.middleware.DatabaseUnavailableMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # The pages follow the browser's language (English or Brazilian Portuguese).
     "django.middleware.locale.LocaleMiddleware",
@@ -33,7 +57,12 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # SECURE_CSP on every page (the admin, the login page); Django 6's own middleware on Django 6.
+    "django_rag.web.middleware.ContentSecurityPolicyMiddleware",
 ]
+# No inline script or style anywhere: the library's pages, the admin and the login page run under it.
+SECURE_CSP = DEFAULT_CSP
 ROOT_URLCONF = "example_project.urls"
 TEMPLATES = [
     {

@@ -111,7 +111,13 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         log = work / "runserver.log"
         with log.open("w") as output:
             server = subprocess.Popen(
-                [*manage, "runserver", f"127.0.0.1:{port}", "--noreload"],
+                [
+                    *manage,
+                    "runserver",
+                    f"127.0.0.1:{port}",
+                    "--noreload",
+                    "--insecure",
+                ],  # DEBUG is off, as in the demo
                 env=env,
                 cwd=ROOT,
                 stdout=output,
@@ -368,12 +374,17 @@ def test_the_whole_story_in_a_browser(site: Site, browser: Browser, report: Any)
     pages.check(user, "search-bad-input")
     assert "The query is too long" in user.inner_text(".rag-error")
 
-    # The operator moves the document to tenant globex: the first user no longer finds it.
+    # Staff cannot move it to another tenant (the field is theirs, disabled); the superuser moves
+    # it to tenant globex: the first user no longer finds it.
     admin.goto("/admin/kb/attachment/")
     admin.click("text=The siege of Vicksburg")
-    admin.fill("#id_tenant", "globex")
-    admin.click("input[name=_save]")
-    admin.wait_for_selector(".messagelist")
+    assert admin.is_disabled("#id_tenant")
+    root = _log_in(browser, site, "admin")
+    root.goto("/admin/kb/attachment/")
+    root.click("text=The siege of Vicksburg")
+    root.fill("#id_tenant", "globex")
+    root.click("input[name=_save]")
+    root.wait_for_selector(".messagelist")
     _search(user, PAGE_3_PHRASE)
     assert not any("Vicksburg" in title for title in _titles(user))
     assert user.request.get(source_url).status == 404

@@ -1,7 +1,8 @@
 """Admin actions: re-index, remove from the index, retry failed ingestion, re-index a collection.
 
 ``reindex_selected`` also works on a site's registered models: ``actions = [reindex_selected]``
-in the site's ModelAdmin.
+in the site's ModelAdmin. Every action that changes data needs the change (or delete) permission,
+acts on the rows of the operator's scope only (``adminscope.operator_scope``) and counts only them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from ..ingest.switch import reembed
 from ..models import Collection, Document
 from ..stores import get_store
 from ..tasks import schedule_ingest
+from .adminscope import operator_scope
+from .scope import Scope
 
 __all__ = ["reindex_collections", "reindex_selected", "remove_from_index", "retry_failed"]
 
@@ -67,7 +70,7 @@ def _report(modeladmin: admin.ModelAdmin[Any], request: HttpRequest, scheduled: 
         )
 
 
-@admin.action(description=_("Re-index selected in the knowledge base"))
+@admin.action(description=_("Re-index selected in the knowledge base"), permissions=["change"])
 def reindex_selected(
     modeladmin: admin.ModelAdmin[Any], request: HttpRequest, queryset: QuerySet[Any]
 ) -> None:
@@ -82,7 +85,7 @@ def reindex_selected(
     _report(modeladmin, request, scheduled, skipped)
 
 
-@admin.action(description=_("Retry the failed ones among the selected"), permissions=["view"])
+@admin.action(description=_("Retry the failed ones among the selected"), permissions=["change"])
 def retry_failed(
     modeladmin: admin.ModelAdmin[Any], request: HttpRequest, queryset: QuerySet[Document]
 ) -> None:
@@ -112,26 +115,42 @@ def remove_from_index(
     )
 
 
-@admin.action(description=_("Re-index selected collections"), permissions=["view"])
+@admin.action(description=_("Re-index selected collections"), permissions=["change"])
 def reindex_collections(
     modeladmin: admin.ModelAdmin[Any], request: HttpRequest, queryset: QuerySet[Collection]
 ) -> None:
     """Rows from registered models are ingested again (on the workers when Celery has a broker);
-    documents left in an older embedding space are moved to the current one here."""
+    documents left in an older embedding space are moved to the current one here.
+
+    An operator with a scope re-queues the rows of that scope only; moving a collection to its
+    current embedding space touches every tenant's documents, so it is left to operators who see
+    them all (superusers, or a scope that restricts nothing)."""
+    scope = operator_scope(request)
+    whole = scope is None or scope == Scope()
     for row in queryset:
+        if scope is not None and not scope.allows_collection(row.name):
+            continue
         try:
             kb = get_collection(row)
-            moved = reembed(kb)
+            moved = reembed(kb) if whole else None
         except RagError as exc:
             modeladmin.message_user(request, f"{row.name}: {exc}", messages.ERROR)
             continue
-        scheduled, skipped = _schedule_documents(Document.objects.using(kb.using).filter(collection=kb))
-        modeladmin.message_user(
-            request,
-            _(
+        documents = Document.objects.using(kb.using).filter(collection=kb)
+        if scope is not None:
+            documents = scope.documents(documents)
+        scheduled, skipped = _schedule_documents(documents)
+        if moved is None:
+            message = _(
+                "%(name)s: %(scheduled)d documents scheduled from their rows, %(other)d from other "
+                "sources left as they are."
+            )
+        else:
+            message = _(
                 "%(name)s: %(scheduled)d documents scheduled from their rows, %(moved)d moved to the "
                 "current embedding space, %(other)d from other sources left as they are."
             )
-            % {"name": kb.name, "scheduled": scheduled, "moved": moved.documents, "other": skipped},
-            messages.SUCCESS,
+        counts = {"name": kb.name, "scheduled": scheduled, "other": skipped}
+        modeladmin.message_user(
+            request, message % {**counts, "moved": moved.documents if moved else 0}, messages.SUCCESS
         )

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from django.contrib import admin
 from django.core.checks import run_checks
 from django.db import DatabaseError, connections
-from django.db.models import Count, Model, QuerySet
+from django.db.models import Count, Model, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
@@ -26,8 +26,9 @@ from ..ingest.switch import status as switch_status
 from ..models import Chunk, Collection, Document, IngestJob
 from .actions import reindex_collections, reindex_selected, remove_from_index, retry_failed
 from .admin_views import query_report_view, retrieval_test_view
+from .adminscope import ScopedAdminMixin, operator_scope
 from .models import QueryLog
-from .scope import scope_for
+from .scope import Scope, scope_for, visible_collections
 
 __all__ = [
     "ChunkAdmin",
@@ -36,6 +37,7 @@ __all__ = [
     "IngestJobAdmin",
     "ModelAdmin",
     "QueryLogAdmin",
+    "ScopedAdminMixin",
     "reindex_selected",
 ]
 
@@ -50,6 +52,16 @@ _CHUNK_LIST_LIMIT = 200
 # counts they show must stay within the viewer's scope.
 _viewing: ContextVar[HttpRequest | None] = ContextVar("django_rag_admin_request", default=None)
 _Row = TypeVar("_Row", bound=Model)
+
+
+def _sees_everything(request: HttpRequest) -> bool:
+    scope = operator_scope(request)
+    return scope is None or scope == Scope()
+
+
+def retrieval_test_allowed(request: HttpRequest, name: str) -> bool:
+    """Superusers test any collection; other operators those the pages offer them."""
+    return operator_scope(request) is None or name in visible_collections(request)
 
 
 def _scoped(request: HttpRequest | None, documents: QuerySet[Document]) -> QuerySet[Document]:
@@ -100,10 +112,28 @@ class CollectionAdmin(ModelAdmin):
     ]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Collection]:
-        found: QuerySet[Collection] = (
-            super().get_queryset(request).annotate(document_count=Count("documents"))
-        )
-        return found
+        found: QuerySet[Collection] = super().get_queryset(request)
+        scope = operator_scope(request)
+        if scope is not None and scope.collections is not None:
+            found = found.filter(name__in=scope.collections)
+        if scope is None or scope == Scope():
+            return found.annotate(document_count=Count("documents"))
+        # The count column holds only the documents this operator may see.
+        visible = scope.documents(Document.objects.all()).values("pk")
+        return found.annotate(document_count=Count("documents", filter=Q(documents__in=visible)))
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # A collection's settings and rows are shared by every tenant: an operator with a scope
+        # may run the (scoped) actions of the list, never edit or delete the collection itself.
+        if obj is not None and not _sees_everything(request):
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _sees_everything(request) and super().has_delete_permission(request, obj)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return _sees_everything(request) and super().has_add_permission(request)
 
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
@@ -114,6 +144,17 @@ class CollectionAdmin(ModelAdmin):
             render = getattr(response, "render", None)
             if render is not None:
                 render()  # now, while the fields can see whose scope to count in
+            return response
+        finally:
+            _viewing.reset(token)
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        token = _viewing.set(request)
+        try:
+            response = super().changelist_view(request, extra_context)
+            render = getattr(response, "render", None)
+            if render is not None:
+                render()  # the retrieval test column shows a link only where the viewer may test
             return response
         finally:
             _viewing.reset(token)
@@ -139,7 +180,8 @@ class CollectionAdmin(ModelAdmin):
 
     @admin.display(description=_("retrieval test"))
     def retrieval_test(self, obj: Collection) -> str:
-        if obj.pk is None:
+        request = _viewing.get()
+        if obj.pk is None or (request is not None and not retrieval_test_allowed(request, obj.name)):
             return "-"
         url = reverse("admin:django_rag_collection_retrieval_test", args=[obj.pk])
         return format_html('<a href="{}">{}</a>', url, _("Test retrieval"))
@@ -333,6 +375,11 @@ class DocumentAdmin(_ReadOnly):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Document]:
         return _scoped(request, super().get_queryset(request))
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # A document's page stays read-only (ingestion writes it); the change permission in general
+        # is what the re-index and retry actions of the list require.
+        return obj is None and super(_ReadOnly, self).has_change_permission(request)
 
     @admin.display(description=_("came from"))
     def owner_link(self, obj: Document) -> str:

@@ -3,22 +3,32 @@
 - E120 an unknown RAG['WEB'] key; E121 SCOPE cannot be imported or is not callable;
   E122 ASK_RATE is malformed; E123 PERMISSIONS names an unknown view;
   E124 a COLLECTIONS entry is not declared in RAG['COLLECTIONS']; E125 a size setting is not a
-  positive integer
+  positive integer; E126 CSP is not a mapping of directives (Django 6's SECURE_CSP format) or None;
+  W126 DatabaseUnavailableMiddleware comes after the session or auth middleware in MIDDLEWARE
 """
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from typing import Any
 
-from django.core.checks import CheckMessage, Error, register
+from django.conf import settings as django_settings
+from django.core.checks import CheckMessage, Error, Warning, register
 from django.utils.module_loading import import_string
 
 from ..conf import rag_settings
 from ..exceptions import ConfigurationError
 from .conf import WEB_DEFAULTS, parse_rate, web_settings
 
-__all__ = ["check_web_settings"]
+__all__ = ["check_middleware_order", "check_web_settings"]
+
+_OUTAGE_MIDDLEWARE = "django_rag.web.middleware.DatabaseUnavailableMiddleware"
+# Middleware that reads the database around the view: the outage middleware must wrap them.
+_DATABASE_MIDDLEWARE = (
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+)
 
 _SIZES = ("PAGE_SIZE", "MAX_RESULTS", "MAX_K", "MAX_QUERY_CHARS", "ASK_K", "LOG_RETENTION_DAYS")
 
@@ -84,4 +94,39 @@ def check_web_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
             errors.append(
                 Error(f"RAG['WEB'][{key!r}] must be a positive integer, got {value!r}", id="django_rag.E125")
             )
+    policy = settings["CSP"]
+    if policy is not None and not (
+        isinstance(policy, Mapping)
+        and all(
+            isinstance(directive, str) and isinstance(value, str | bool | list | tuple | set)
+            for directive, value in policy.items()
+        )
+    ):
+        errors.append(
+            Error(
+                f"RAG['WEB']['CSP'] must map directives to lists of sources, got {policy!r}",
+                hint='e.g. {"default-src": ["\'self\'"], "frame-ancestors": ["\'none\'"]}, or None to leave '
+                "the header to the site's SECURE_CSP.",
+                id="django_rag.E126",
+            )
+        )
     return errors
+
+
+@register()
+def check_middleware_order(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    middleware = list(getattr(django_settings, "MIDDLEWARE", None) or [])
+    if _OUTAGE_MIDDLEWARE not in middleware:
+        return []
+    position = middleware.index(_OUTAGE_MIDDLEWARE)
+    before = [name for name in _DATABASE_MIDDLEWARE if name in middleware[:position]]
+    if not before:
+        return []
+    return [
+        Warning(
+            f"{_OUTAGE_MIDDLEWARE} comes after {', '.join(before)} in MIDDLEWARE, so a database outage "
+            "they meet is still a 500",
+            hint="Move it before them (right after SecurityMiddleware).",
+            id="django_rag.W126",
+        )
+    ]

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlencode
 
 from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import TooManyFieldsSent
 from django.core.paginator import Paginator
 from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.http.response import HttpResponseBase
@@ -26,6 +27,8 @@ from ..ingest.registration import registration_for
 from ..models import Chunk, Document
 from .conf import web_settings
 from .forms import AskForm, FeedbackForm, SearchForm
+from .headers import protect
+from .middleware import UNAVAILABLE, unavailable_response
 from .querylog import finish_ask, owned_entry, rate_answer
 from .ratelimit import retry_after
 from .results import facets, filter_hits, render_answer, result_for
@@ -54,11 +57,18 @@ class RagView(View):
     scope: Scope
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        response: HttpResponseBase
         try:
             self.scope = check_access(request, self.permission)
-            return super().dispatch(request, *args, **kwargs)
+            response = super().dispatch(request, *args, **kwargs)
         except WebError as error:
-            return self.error_response(error)
+            response = self.error_response(error)
+        except TooManyFieldsSent:
+            response = self.error_response(WebError(400, _("This request has too many parameters.")))
+        except UNAVAILABLE as exc:
+            # The user, the session or a query met the database down: 503, not a 500 page.
+            response = unavailable_response(request, exc)
+        return protect(request, response)
 
     def error_response(self, error: WebError, context: dict[str, Any] | None = None) -> HttpResponse:
         response: HttpResponse
@@ -239,8 +249,9 @@ class SourceView(RagView):
             if content_type.startswith("text/")
             else content_type,
         )
-        if not inline:
-            response["Content-Security-Policy"] = "sandbox"
+        # A download runs nothing in the site's origin (sandbox); a PDF shown inline keeps the
+        # browser's viewer working, which the pages' policy (object-src 'none') could block.
+        response["Content-Security-Policy"] = "frame-ancestors 'none'" if inline else "sandbox"
         response["X-Content-Type-Options"] = "nosniff"
         return response
 

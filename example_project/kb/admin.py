@@ -3,22 +3,22 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
-from django_rag.admin import ModelAdmin, reindex_selected
+from django_rag.admin import ModelAdmin, ScopedAdminMixin, reindex_selected
 from django_rag.ingest.rows import document_for
 
 from .models import Attachment
-from .scope import tenant_of
 
 
 @admin.register(Attachment)
-class AttachmentAdmin(ModelAdmin):
+class AttachmentAdmin(ScopedAdminMixin, ModelAdmin):
     """Upload a file here and it becomes searchable; the list shows how its ingestion went.
 
-    Staff see and upload the attachments of their own tenant; superusers see every tenant's.
+    Staff see and upload the attachments of their own tenant only: ScopedAdminMixin fills the
+    tenant (from the scope hook, example_project/kb/scope.py) and the owner (the operator), and
+    refuses a form that names any other. Superusers see and choose every tenant.
     """
 
     list_display = ["__str__", "tenant", "owner", "uploaded_at", "indexing"]
@@ -26,19 +26,12 @@ class AttachmentAdmin(ModelAdmin):
     search_fields = ["title", "file"]
     fields = ["title", "file", "tenant", "owner"]
     actions = [reindex_selected]
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Attachment]:
-        attachments: QuerySet[Attachment] = super().get_queryset(request)
-        if request.user.is_superuser:
-            return attachments
-        return attachments.filter(tenant=tenant_of(request.user) or "\x00")
-
-    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
-        return {**super().get_changeform_initial_data(request), "tenant": tenant_of(request.user) or ""}
+    tenant_field = "tenant"
+    owner_field = "owner"
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         if obj.owner_id is None and request.user.is_authenticated:
-            obj.owner = request.user
+            obj.owner = request.user  # a superuser's upload without an owner is theirs
         super().save_model(request, obj, form, change)
 
     @admin.display(description=_("indexing"))

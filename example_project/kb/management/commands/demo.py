@@ -1,8 +1,8 @@
 """Set up the demo site: two tenants with a user each, the sample handbook in both, a few searches.
 
 Prints the URL to open; with ``--serve`` (what ``make demo`` runs) it then serves the site on that
-URL with ``runserver`` and a ``db_worker`` beside it (uploads are queued in the database and
-ingested by the worker), until Ctrl-C.
+URL with ``runserver`` (static files included, with DEBUG on or off) and a ``db_worker`` beside it
+(uploads are queued in the database and ingested by the worker), until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ STAFF_PERMISSIONS = [
     ("kb", "delete_attachment"),
     ("django_rag", "view_collection"),
     ("django_rag", "view_document"),
+    # Re-index and retry (admin actions that change data need it); the page stays read-only.
+    ("django_rag", "change_document"),
     ("django_rag", "view_chunk"),
     ("django_rag", "view_querylog"),
 ]
@@ -119,7 +121,9 @@ class Command(BaseCommand):
             [sys.executable, str(manage), "db_worker", "--interval", "0.5", "--no-reload"]
         )
         try:
-            call_command("runserver", f"127.0.0.1:{port}", use_reloader=False)
+            # runserver serves static files itself only under DEBUG; the demo runs with DEBUG off
+            # (EXAMPLE_DEBUG=1 turns it on), so it asks for them either way (--insecure).
+            call_command("runserver", f"127.0.0.1:{port}", use_reloader=False, insecure_serving=True)
         finally:
             worker.terminate()
             worker.wait(timeout=30)
