@@ -164,7 +164,8 @@ url = embedded_database_url(sys.argv[1])
 with psycopg.connect(url) as conn:
     conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     print(url, conn.execute("SELECT '[1,2]'::vector <=> '[2,4]'::vector").fetchone()[0], flush=True)
-time.sleep(float(sys.argv[2]))
+# "stdin": hold the server until the test closes our stdin, however slow the machine is.
+sys.stdin.readline() if sys.argv[2] == "stdin" else time.sleep(float(sys.argv[2]))
 """
 
 
@@ -174,7 +175,10 @@ def test_the_embedded_server_starts_in_a_fresh_directory_is_shared_and_stops_wit
     # /var/tmp, not pytest's tmp under /tmp/pytest-of-root: the server runs as its own OS user.
     pgdata = Path("/var/tmp/django-rag") / f"fresh-{tmp_path.name}"
     first = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(pgdata), "3"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", HOLD, str(pgdata), "stdin"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         first_line = first.stdout.readline().split()
@@ -189,6 +193,7 @@ def test_the_embedded_server_starts_in_a_fresh_directory_is_shared_and_stops_wit
         assert float(first_line[1]) == pytest.approx(0.0, abs=1e-6)
         assert (pgdata / "postmaster.pid").exists()  # still running for the first process
     finally:
+        first.stdin.close()
         first.wait(timeout=60)
     deadline = time.monotonic() + 20
     while (pgdata / "postmaster.pid").exists() and time.monotonic() < deadline:
