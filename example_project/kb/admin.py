@@ -3,6 +3,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.widgets import AdminFileWidget
+from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
@@ -12,6 +14,13 @@ from django_rag.ingest.rows import document_for
 
 from .models import Attachment
 from .scope import tenant_of
+
+
+class LabelledFileWidget(AdminFileWidget):
+    """The file input with its own <label for>: Django 6.1's admin wraps it in a fieldset whose
+    legend names the group but leaves the input itself unlabelled (axe: label, critical)."""
+
+    use_fieldset = False
 
 
 @admin.register(Attachment)
@@ -26,6 +35,7 @@ class AttachmentAdmin(ModelAdmin):
     search_fields = ["title", "file"]
     fields = ["title", "file", "tenant", "owner"]
     actions = [reindex_selected]
+    formfield_overrides = {models.FileField: {"widget": LabelledFileWidget}}
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Attachment]:
         attachments: QuerySet[Attachment] = super().get_queryset(request)
