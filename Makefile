@@ -1,6 +1,9 @@
 # The two commands of the README. Both create .venv and install the project on first use.
 PYTHON ?= python3
 VENV ?= .venv
+# A pip requirement to pin Django, e.g. DJANGO="django>=6,<7" (.ci/run tests 5.2 and 6.x this way);
+# empty: the newest Django that $(PYTHON) can run (6.x needs Python 3.12+).
+DJANGO ?=
 PY := $(VENV)/bin/python
 
 .PHONY: demo test lint
@@ -8,7 +11,7 @@ PY := $(VENV)/bin/python
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ".[dev]" $(if $(DJANGO),"$(DJANGO)")
 	touch $@
 
 demo: $(VENV)/.installed

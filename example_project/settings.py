@@ -33,7 +33,7 @@ DEBUG = os.environ.get("EXAMPLE_DEBUG", "") not in ("", "0")
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 USE_TZ = True
 
-DATABASES = {"default": database_config()}
+DATABASES = {"default": database_config(base_dir=BASE_DIR)}  # data in example_project/pgdata
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -312,12 +312,33 @@ def _certificate(tmp_path: Path, hostname: str) -> tuple[Path, Path, Path]:
             builder = builder.add_extension(extension, critical=critical)
         return builder.sign(ca_key, hashes.SHA256())
 
-    ca = build(ca_name, ca_key.public_key(), (x509.BasicConstraints(ca=True, path_length=None), True))
+    def key_usage(*, signs_certificates: bool) -> tuple[Any, bool]:
+        # Python 3.13 verifies with VERIFY_X509_STRICT, which refuses a CA without key usage.
+        flags = dict.fromkeys(
+            ("content_commitment", "key_encipherment", "data_encipherment", "key_agreement"), False
+        )
+        usage = x509.KeyUsage(
+            digital_signature=not signs_certificates,
+            key_cert_sign=signs_certificates,
+            crl_sign=signs_certificates,
+            encipher_only=False,
+            decipher_only=False,
+            **flags,
+        )
+        return usage, True
+
+    ca = build(
+        ca_name,
+        ca_key.public_key(),
+        (x509.BasicConstraints(ca=True, path_length=None), True),
+        key_usage(signs_certificates=True),
+    )
     leaf = build(
         x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hostname)]),
         key.public_key(),
         (x509.SubjectAlternativeName([x509.DNSName(hostname)]), False),
         (x509.BasicConstraints(ca=False, path_length=None), True),
+        key_usage(signs_certificates=False),
         (x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False),
     )
     pem = serialization.Encoding.PEM

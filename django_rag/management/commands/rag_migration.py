@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import sysconfig
 from argparse import ArgumentParser
+from pathlib import Path
 from typing import Any
 
 from django.apps import apps
@@ -116,7 +118,7 @@ class Command(BaseCommand):
         try:
             apps.get_app_config(app_label)
         except LookupError as exc:
-            raise CommandError(f"no installed app with label {app_label!r}") from exc
+            raise CommandError(_unknown_app(app_label)) from exc
         if app_label == "django_rag":
             raise CommandError(
                 "write the migration into your own app, not django_rag (its indexes depend on your settings)"
@@ -174,6 +176,28 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"Wrote {writer.path}"))
         for spec in missing:
             self.stdout.write(f"  - {spec.method} index {spec.name} on {spec.space} ({spec.column_type})")
+
+
+def _unknown_app(app_label: str) -> str:
+    """The error for a wrong --app: the labels that exist, and which of them are the site's own."""
+    configs = sorted(apps.get_app_configs(), key=lambda config: config.label)
+    # Apps installed from packages (django.contrib, third parties) must not receive the migration.
+    packaged = {Path(sysconfig.get_path(name)).resolve() for name in ("purelib", "platlib")}
+    own = [
+        config.label
+        for config in configs
+        if config.label != "django_rag" and not packaged & set(Path(config.path).resolve().parents)
+    ]
+    message = (
+        f"no installed app with label {app_label!r}; the installed app labels are "
+        f"{', '.join(config.label for config in configs)}. "
+    )
+    if own:
+        return message + f"Pass one of your site's own apps: {', '.join(own)}."
+    return message + (
+        "None of them is your site's own: create one (`manage.py startapp kb`), add 'kb' to "
+        "INSTALLED_APPS, then run `manage.py rag_migration --app kb`."
+    )
 
 
 def _memory(value: str) -> str:
