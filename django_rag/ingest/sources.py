@@ -126,9 +126,16 @@ class IngestReport:
 
 
 class SourcesProgress(IndexProgress):
-    """``IndexProgress`` plus ``source(outcome)``, called once per source read."""
+    """``IndexProgress`` plus ``source(outcome)``, called once per source read, and the pruning:
+    ``pruning(total)`` once the stale documents are known, ``pruned(n)`` after each batch removed."""
 
     def source(self, outcome: SourceOutcome) -> None:
+        pass
+
+    def pruning(self, total: int) -> None:
+        pass
+
+    def pruned(self, documents: int) -> None:
         pass
 
 
@@ -484,6 +491,7 @@ class _Run:
         if report.interrupted:
             report.prune_skipped = "the run did not read every source"
             return
+        stale: set[str] = set()  # folders given may overlap
         for source in sources:
             if is_url(source) or not os.path.isdir(source):
                 continue
@@ -491,9 +499,12 @@ class _Run:
             prefix = source_id_for(folder, self.options.root) or None
             for state in self.store.sources(self.collection, tenant=self.options.tenant, prefix=prefix):
                 inside = state.source.startswith(folder + os.sep)
-                if inside and state.source_id not in self.seen:
-                    if not self.options.dry_run:
-                        self.store.delete(
-                            self.collection, source_id=state.source_id, tenant=self.options.tenant
-                        )
+                if inside and state.source_id not in self.seen and state.source_id not in stale:
+                    stale.add(state.source_id)
                     report.pruned.append(state.source_id)
+        if report.pruned and not self.options.dry_run:
+            # In committed batches, however many files went (one lock per document at a time).
+            self.progress.pruning(len(report.pruned))
+            self.store.delete_many(
+                self.collection, report.pruned, tenant=self.options.tenant, progress=self.progress.pruned
+            )

@@ -492,6 +492,7 @@ class _Progress(SourcesProgress):
         self.verbosity = verbosity
         self.sources: Any = None
         self.embedding: Any = None
+        self.removing: Any = None
 
     def start(self, total: int) -> None:
         if tqdm is None or self.verbosity < 1:
@@ -509,6 +510,14 @@ class _Progress(SourcesProgress):
             line = f"{outcome.status}: {sid}: {outcome.reason}: {error}"
             (self.sources.write if self.sources is not None else self.command.stderr.write)(line)
 
+    def pruning(self, total: int) -> None:
+        if tqdm is not None and self.verbosity >= 1:
+            self.removing = tqdm(total=total, unit="doc", desc="pruning", dynamic_ncols=True, disable=None)
+
+    def pruned(self, documents: int) -> None:
+        if self.removing is not None:
+            self.removing.update(documents)
+
     def chunked(self, documents: int, chunks: int, to_embed: int) -> None:
         if self.embedding is not None:
             # The total grows batch by batch: chunks are known once their documents are read.
@@ -520,6 +529,6 @@ class _Progress(SourcesProgress):
             self.embedding.update(texts)
 
     def close(self) -> None:
-        for bar in (self.sources, self.embedding):
+        for bar in (self.sources, self.embedding, self.removing):
             if bar is not None:
                 bar.close()
