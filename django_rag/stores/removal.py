@@ -102,16 +102,20 @@ def _remove(
     keep: Container[tuple[str, str]],
 ) -> int:
     using = documents.db
-    with connections[using].cursor() as cursor:
-        lock_documents(cursor, collection_id, [(tenant, source_id) for _, tenant, source_id in rows])
-    # Read again under the locks: what a writer committed before them is what is removed.
-    ids = [
-        pk
-        for pk, tenant, source_id in documents.filter(pk__in=[pk for pk, _, _ in rows]).values_list(
-            "pk", "tenant", "source_id"
-        )
-        if (tenant, source_id) not in keep
-    ]
+    pks = [pk for pk, _, _ in rows]
+    locked: set[tuple[str, str]] = set()
+    while True:
+        keys = {(tenant, source_id) for _, tenant, source_id in rows} - locked
+        if not keys:
+            break
+        with connections[using].cursor() as cursor:
+            lock_documents(cursor, collection_id, sorted(keys))
+        locked |= keys
+        # Read again under the locks: what a writer committed before them is what is removed. A
+        # document moved to another key meanwhile (another tenant) that is still in scope is
+        # locked under its new key too, then read once more.
+        rows = list(documents.filter(pk__in=pks).values_list("pk", "tenant", "source_id"))
+    ids = [pk for pk, tenant, source_id in rows if (tenant, source_id) not in keep]
     if not ids:
         return 0
     # Plain statements, chunks first: the ORM's cascade would read every row back to send
