@@ -56,8 +56,8 @@ def rag_settings():
 def lock_capacity() -> int:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT current_setting('max_locks_per_transaction')::int * (current_setting('max_connections')::int"
-            " + current_setting('max_prepared_transactions')::int)"
+            "SELECT current_setting('max_locks_per_transaction')::int"
+            " * (current_setting('max_connections')::int + current_setting('max_prepared_transactions')::int)"
         )
         return int(cursor.fetchone()[0])
 
@@ -158,7 +158,7 @@ def test_a_removal_stays_correct_against_concurrent_writers_of_the_same_document
                 store_kb.index([rag.RagDocument(sid, _text(sid, version)) for sid in batch])
                 written.update(dict.fromkeys(batch, version))
                 version += 1
-        except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+        except BaseException as exc:  # reported by the test thread
             errors.append(exc)
         finally:
             connections.close_all()
