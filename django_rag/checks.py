@@ -90,7 +90,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             Error(
                 str(exc),
                 hint='RAG["BM25"] takes MODE ("bounded" or "exact"), BUDGET and POOL (positive integers) '
-                'and TENANT_STATISTICS (True or False).',
+                "and TENANT_STATISTICS (True or False).",
                 id="django_rag.E016",
             )
         )
