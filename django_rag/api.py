@@ -8,7 +8,7 @@ pipelines they call sit above them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, cast, overload
 
 from django.utils.translation import gettext_lazy as _
@@ -17,7 +17,7 @@ from .answer import AnswerStream, ChatBackend, answer_prompt, check_answer_optio
 from .conf import rag_settings
 from .dberrors import translate_db_errors
 from .ingest.pipeline import DEFAULT_BATCH_SIZE, index_documents
-from .models import Collection
+from .models import Collection, Document
 from .search import RerankOption, search
 from .stores import get_store
 from .types import Answer, Hit, RagDocument, SyncResult
@@ -60,14 +60,30 @@ class KnowledgeBase(Collection):
         prefix: str | None = None,
         tenant: str = "",
         using: str | None = None,
+        progress: Callable[[int], None] | None = None,
     ) -> int:
         """Delete ``tenant``'s document ``source_id``, or all its documents under ``prefix``.
 
         A prefix matches whole segments: ``"faq"`` covers ``faq``, ``faq/...`` and ``faq#p2``,
         never ``faq2``; ``%`` and ``_`` are literal. Other tenants' documents are never touched.
-        Returns the number of documents deleted.
+        Any number of documents, in committed batches (each document removed whole);
+        ``progress(n)`` is called after each batch. Returns the number of documents deleted.
         """
-        return get_store(using or self.using).delete(self, source_id=source_id, prefix=prefix, tenant=tenant)
+        return get_store(using or self.using).delete(
+            self, source_id=source_id, prefix=prefix, tenant=tenant, progress=progress
+        )
+
+    def delete(
+        self,
+        using: str | None = None,
+        keep_parents: bool = False,
+        *,
+        progress: Callable[[int], None] | None = None,
+    ) -> tuple[int, dict[str, int]]:
+        """Delete the collection and everything in it, documents in committed batches (see
+        ``remove``): a Django cascade would read every row into memory and lock them in one go."""
+        removed = get_store(using or self.using).delete_collection(self, progress=progress)
+        return removed + 1, {Document._meta.label: removed, Collection._meta.label: 1}
 
     def search(
         self,

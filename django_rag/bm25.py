@@ -10,6 +10,13 @@ of the rare terms, or that rank below the pool on the rare terms alone. When eve
 the budget (small collections), or filters leave fewer hits than asked for, the statement
 answers with the exhaustive leg. ``"exact"`` reads every posting of every query term (for
 evaluation).
+
+``TENANT_STATISTICS`` (off by default): a search scoped to one tenant ranks with that tenant's
+own statistics (document frequencies, chunk count, average length), counted from its chunks
+when it runs, instead of the collection's. Scores then depend on the tenant's text only, so
+no tenant can learn about another one's documents from how its own scores move. It costs
+query time that grows with the tenant's size and the query terms' frequency (see
+docs/security/isolation.md); ingestion is unchanged.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ class Bm25Options:
     # Chunks scored exactly from their text vectors, best on the rare terms first (at least the
     # number of candidates a hybrid search asks for).
     pool: int = 200
+    # A search scoped to a tenant ranks with the tenant's own statistics, not the collection's.
+    tenant_statistics: bool = False
 
 
 def bm25_options() -> Bm25Options:
@@ -48,4 +57,8 @@ def bm25_options() -> Bm25Options:
             raise ConfigurationError(
                 f"RAG['BM25']['{key.upper()}'] must be a positive integer, got {value!r}"
             )
+    if not isinstance(given.get("tenant_statistics", False), bool):
+        raise ConfigurationError(
+            f"RAG['BM25']['TENANT_STATISTICS'] must be True or False, got {given['tenant_statistics']!r}"
+        )
     return Bm25Options(**given)

@@ -89,7 +89,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         errors.append(
             Error(
                 str(exc),
-                hint='RAG["BM25"] takes MODE ("bounded" or "exact"), BUDGET and POOL (positive integers).',
+                hint='RAG["BM25"] takes MODE ("bounded" or "exact"), BUDGET and POOL (positive integers) '
+                "and TENANT_STATISTICS (True or False).",
                 id="django_rag.E016",
             )
         )

@@ -89,12 +89,15 @@ class ChunkQuerySet(models.QuerySet["Chunk"]):
 
     _rag_collection: Collection | None = None
     _rag_limit: tuple[int, int | None] | None = None
+    # nearest()/text_search()'s annotations, unresolved: order_by() puts them on a new query.
+    _rag_annotations: dict[str, Any] | None = None
 
     def _clone(self) -> ChunkQuerySet:
         # The QuerySet subclass hook for state of its own: Django clones on every chained call.
         clone: ChunkQuerySet = super()._clone()  # type: ignore[misc]
         clone._rag_collection = self._rag_collection
         clone._rag_limit = self._rag_limit
+        clone._rag_annotations = self._rag_annotations
         return clone
 
     def filter(self, *args: Any, **kwargs: Any) -> ChunkQuerySet:
@@ -103,9 +106,45 @@ class ChunkQuerySet(models.QuerySet["Chunk"]):
     def exclude(self, *args: Any, **kwargs: Any) -> ChunkQuerySet:
         return self._inside_cut("exclude", args, kwargs)
 
-    def _inside_cut(self, method: str, args: Any, kwargs: Any) -> ChunkQuerySet:
+    def distinct(self, *field_names: str) -> ChunkQuerySet:
+        """Inside the top-k cut, like a filter; ``distinct(fields)`` goes after ``order_by(fields, ...)``."""
+        if not self._cut_is_ours():
+            return super().distinct(*field_names)
+        if field_names:
+            raise QueryError(
+                f"distinct({', '.join(map(repr, field_names))}) after nearest() or text_search() needs "
+                "an ordering that starts with those fields: call .order_by("
+                f"{', '.join(map(repr, field_names))}, ...) first, then .distinct(...) keeps one row "
+                "per value among the k chunks"
+            )
+        return self._inside_cut("distinct", (), {}, always=True)
+
+    def order_by(self, *field_names: Any) -> ChunkQuerySet:
+        """After ``nearest()`` or ``text_search()``: the same k chunks, in this order.
+
+        The cut is taken first (a subquery of the k ids) and the k rows re-read with the same
+        annotations, so ``order_by("id")`` or ``order_by("-score")`` reorder the k best, never
+        pick other chunks. Filters chained after it narrow those k chunks.
+        """
+        if not self._cut_is_ours() or self._rag_annotations is None:
+            return super().order_by(*field_names)
+        chunks: ChunkQuerySet = self.model._default_manager.db_manager(self.db).all()
+        chunks._rag_collection = self._rag_collection
+        deferred, defer = self.query.deferred_loading
+        kept = chunks.filter(pk__in=self.values("pk"))
+        kept = kept.defer(*deferred) if defer else kept.only(*deferred)
+        ordered: ChunkQuerySet = super(ChunkQuerySet, kept.annotate(**self._rag_annotations)).order_by(
+            *field_names
+        )
+        return ordered
+
+    def _cut_is_ours(self) -> bool:
         limits = (self.query.low_mark, self.query.high_mark)
-        if (args or kwargs) and self._rag_limit is not None and self._rag_limit == limits:
+        return self._rag_limit is not None and self._rag_limit == limits
+
+    def _inside_cut(self, method: str, args: Any, kwargs: Any, *, always: bool = False) -> ChunkQuerySet:
+        limits = (self.query.low_mark, self.query.high_mark)
+        if (always or args or kwargs) and self._cut_is_ours():
             # The top-k cut is ours, not the caller's: filter inside it, then cut again.
             clone = self.all()
             clone.query.clear_limits()
@@ -162,6 +201,7 @@ class ChunkQuerySet(models.QuerySet["Chunk"]):
             .order_by("distance")
         )[:k]
         qs._rag_limit = (qs.query.low_mark, qs.query.high_mark)
+        qs._rag_annotations = {"distance": distance, "score": 1.0 - models.F("distance")}
         return qs
 
     def text_search(
@@ -187,18 +227,16 @@ class ChunkQuerySet(models.QuerySet["Chunk"]):
         n, avgdl = (rows[0][2], rows[0][3]) if rows else (1.0, 1.0)
         tf = "coalesce(array_length(u.positions, 1), 1)"
         weight = bm25_expression(tf, "x.dl", *bm25_factors("w.df", "%s", "%s"))
-        score = RawSQL(
+        score = _ChunkSQL(
             # From the chunk's own text vector, in term order, as the store's leg sums: the same
             # bits for the same chunk.
-            f'SELECT coalesce(sum({weight} ORDER BY w.term COLLATE "C"), 0) '
+            f'(SELECT coalesce(sum({weight} ORDER BY w.term COLLATE "C"), 0) '
             # The chunk's length once per chunk, not once per matching term.
-            'FROM (SELECT "django_rag_chunk"."search_vector", '
-            'django_rag_lexeme_count("django_rag_chunk"."search_vector")) AS x(v, dl) '
+            "FROM (SELECT {vector}, django_rag_lexeme_count({vector})) AS x(v, dl) "
             # The vector cut to the query's lexemes first, as the store's bounded leg does.
             f"CROSS JOIN LATERAL unnest({cut_to_lexemes('x.v', '%s::text[]')}) AS u "
-            "JOIN unnest(%s::text[], %s::float8[]) AS w(term, df) ON u.lexeme = w.term",
+            "JOIN unnest(%s::text[], %s::float8[]) AS w(term, df) ON u.lexeme = w.term)",
             [float(n), float(avgdl), terms, terms, [float(df) for df in dfs]],
-            output_field=models.FloatField(),
         )
         matching = RawSQL(
             "SELECT chunk_id FROM django_rag_posting WHERE collection_id = %s AND space = %s "
@@ -214,6 +252,7 @@ class ChunkQuerySet(models.QuerySet["Chunk"]):
             .order_by("-text_score", "pk")[:k]
         )
         ranked._rag_limit = (ranked.query.low_mark, ranked.query.high_mark)
+        ranked._rag_annotations = {"text_score": score}
         return ranked
 
     def _resolve_collection(self, collection: Collection | str | None) -> Collection:
@@ -267,3 +306,27 @@ class ChunkQuerySet(models.QuerySet["Chunk"]):
         collection_model: Any = self.model._meta.get_field("collection").related_model
         found: Collection = collection_model.objects.db_manager(self.db).resolve(name)
         return found
+
+
+class _ChunkSQL(models.Func):
+    """Raw SQL about the chunk row, its search vector written ``{vector}``: a column reference the
+    ORM relabels, so the expression stays right inside a subquery (``order_by`` after the cut),
+    where a hard-coded ``"django_rag_chunk"."search_vector"`` would name the outer query's row."""
+
+    output_field = models.FloatField()
+
+    def __init__(self, sql: str, params: Sequence[Any]) -> None:
+        super().__init__(models.F("search_vector"))
+        self.sql, self.params = sql, list(params)
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:  # type: ignore[override]
+        vector_sql, vector_params = compiler.compile(self.get_source_expressions()[0])
+        pieces = self.sql.split("{vector}")
+        given = iter(self.params)
+        params: list[Any] = []
+        for number, piece in enumerate(pieces):
+            # The placeholders in order: each piece's own, then the vector's where it stands.
+            params.extend(next(given) for _ in range(piece.count("%s")))
+            if number < len(pieces) - 1:
+                params.extend(vector_params)
+        return vector_sql.join(pieces), params

@@ -17,6 +17,7 @@ __all__ = [
     "EXTRACTION_FAILED",
     "OUTBOUND_REFUSED",
     "SYMLINK_LOOP",
+    "SYMLINK_OUTSIDE",
     "TOO_LARGE",
     "UNREADABLE",
     "UNSUPPORTED_TYPE",
@@ -38,6 +39,9 @@ BINARY_CONTENT = "binary-content"
 UNREADABLE = "unreadable"
 # A symbolic link that leads back into a folder being walked, or to itself.
 SYMLINK_LOOP = "symlink-loop"
+# A symbolic link that resolves outside the folder walked (or outside ``--root``): not followed
+# unless asked (``rag_ingest --follow-links``), so writing into a folder cannot publish other files.
+SYMLINK_OUTSIDE = "symlink-outside"
 # The loader could not extract text (a broken or encrypted PDF...): ``status="failed"``.
 EXTRACTION_FAILED = "extraction-failed"
 # RAG["OUTBOUND"] (the OutboundPolicy) refused to fetch a URL: ``status="failed"``.

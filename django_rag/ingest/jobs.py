@@ -60,7 +60,7 @@ BULK_DEFAULTS: dict[str, Any] = {
 }
 
 # IngestOptions fields a job keeps for its workers (passwords never travel through the broker).
-_OPTION_FIELDS = ("root", "tags", "tenant", "per_page", "batch_size", "max_bytes")
+_OPTION_FIELDS = ("root", "tags", "tenant", "per_page", "batch_size", "max_bytes", "follow_links")
 
 
 def bulk_settings() -> dict[str, Any]:
@@ -131,15 +131,16 @@ def run_batch(
     if job is None or IngestBatch.objects.using(alias).filter(job=job, number=number).exists():
         return None
     saved = job.options
+    root = bulk_settings()["ROOT"] or saved["root"]
     options = IngestOptions(
-        root=saved["root"],
+        root=root,  # where this worker reads: links are judged against it
         tags=tuple(saved.get("tags", ())),
         tenant=job.tenant,
         per_page=bool(saved.get("per_page", False)),
         batch_size=int(saved["batch_size"]),
         max_bytes=int(saved["max_bytes"]),
+        follow_links=bool(saved.get("follow_links", False)),
     )
-    root = bulk_settings()["ROOT"] or options.root
     collection = Collection.objects.db_manager(alias).resolve(job.collection.name)
     report = ingest_targets(collection, [_target(item, root) for item in items], options, using=alias)
     count_batch(job_id, number, report, using=alias)

@@ -3,8 +3,8 @@
 Each source is loaded (a loader picked by content type) and what it gives is synced through the
 one pipeline, batch by batch. What cannot be indexed gets a Document row saying why, visible in
 the admin: ``skipped`` (``unsupported-type``, ``too-large``, ``empty-text``, ``binary-content``,
-``symlink-loop``; its old chunks go) or ``failed`` (``unreadable``, ``extraction-failed``,
-``outbound-refused``, with the error; its old chunks stay searchable).
+``symlink-loop``, ``symlink-outside``; its old chunks go) or ``failed`` (``unreadable``,
+``extraction-failed``, ``outbound-refused``, with the error; its old chunks stay searchable).
 
 With ``prune`` a folder is mirrored: documents that came from files under it (their recorded
 ``source`` is a path in it) and that this run did not see are removed. ``dry_run`` reads and
@@ -32,6 +32,7 @@ from ..types import (
     EMPTY_TEXT,
     EXTRACTION_FAILED,
     OUTBOUND_REFUSED,
+    SYMLINK_OUTSIDE,
     TOO_LARGE,
     UNREADABLE,
     UNSUPPORTED_TYPE,
@@ -40,7 +41,7 @@ from ..types import (
 )
 from .loaders import binary_kind, get_loader, guess_content_type, load_bytes, load_pdf, load_web
 from .pipeline import DEFAULT_BATCH_SIZE, IndexProgress, index_documents, reserved_prefixes
-from .walk import Found, source_id_for, walk
+from .walk import Found, escapes, source_id_for, walk
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -87,6 +88,7 @@ class IngestOptions:
     batch_size: int = DEFAULT_BATCH_SIZE
     max_bytes: int = DEFAULT_MAX_BYTES
     excludes: tuple[str, ...] = ()
+    follow_links: bool = False  # read files through links that lead out of the folder / root
     password: str | None = None
     passwords: Mapping[str, str] = field(default_factory=dict)  # glob of source ids -> password
     prune: bool = False
@@ -124,9 +126,16 @@ class IngestReport:
 
 
 class SourcesProgress(IndexProgress):
-    """``IndexProgress`` plus ``source(outcome)``, called once per source read."""
+    """``IndexProgress`` plus ``source(outcome)``, called once per source read, and the pruning:
+    ``pruning(total)`` once the stale documents are known, ``pruned(n)`` after each batch removed."""
 
     def source(self, outcome: SourceOutcome) -> None:
+        pass
+
+    def pruning(self, total: int) -> None:
+        pass
+
+    def pruned(self, documents: int) -> None:
         pass
 
 
@@ -145,7 +154,7 @@ def count_sources(sources: Iterable[str], options: IngestOptions) -> int:
     total = 0
     for source in sources:
         if not is_url(source) and os.path.isdir(source):
-            total += sum(1 for _ in walk(source, options.root, options.excludes))
+            total += sum(1 for _ in _walk(source, options))
         else:
             total += 1
     return total
@@ -288,13 +297,19 @@ def ingest_targets(
     return run.report
 
 
+def _walk(folder: str, options: IngestOptions) -> Iterator[Found]:
+    return walk(folder, options.root, options.excludes, follow_links=options.follow_links)
+
+
 def _targets_of(source: str, options: IngestOptions) -> Iterator[Found]:
     if is_url(source):
         yield Found(source, source)
     elif os.path.isdir(source):
-        yield from walk(source, options.root, options.excludes)
+        yield from _walk(source, options)
     elif os.path.lexists(source):
-        yield Found(os.path.abspath(source), source_id_for(source, options.root))
+        path, sid = os.path.abspath(source), source_id_for(source, options.root)
+        outside = "" if options.follow_links else escapes(path, options.root)
+        yield Found(path, sid, SYMLINK_OUTSIDE, outside) if outside else Found(path, sid)
     else:
         sid = source_id_for(source, options.root)
         yield Found(os.path.abspath(source), sid, UNREADABLE, "no such file or folder")
@@ -390,6 +405,12 @@ class _Run:
                 f"collection {self.collection.name!r}; rename the file or pass another --root"
             )
             return SourceOutcome(target.path, target.source_id, "failed", RESERVED_ID, error)
+        follow = self.options.follow_links or is_url(target.path)
+        outside = "" if follow else escapes(target.path, self.options.root)
+        if outside:
+            # Checked again as the file is read: a link planted since the walk (or on a worker's
+            # storage, ``--async``) leads nowhere either.
+            return SourceOutcome(target.path, target.source_id, "skipped", SYMLINK_OUTSIDE, outside)
         outcome = load_source(
             target.path,
             source_id=target.source_id,
@@ -470,6 +491,7 @@ class _Run:
         if report.interrupted:
             report.prune_skipped = "the run did not read every source"
             return
+        stale: set[str] = set()  # folders given may overlap
         for source in sources:
             if is_url(source) or not os.path.isdir(source):
                 continue
@@ -477,9 +499,12 @@ class _Run:
             prefix = source_id_for(folder, self.options.root) or None
             for state in self.store.sources(self.collection, tenant=self.options.tenant, prefix=prefix):
                 inside = state.source.startswith(folder + os.sep)
-                if inside and state.source_id not in self.seen:
-                    if not self.options.dry_run:
-                        self.store.delete(
-                            self.collection, source_id=state.source_id, tenant=self.options.tenant
-                        )
+                if inside and state.source_id not in self.seen and state.source_id not in stale:
+                    stale.add(state.source_id)
                     report.pruned.append(state.source_id)
+        if report.pruned and not self.options.dry_run:
+            # In committed batches, however many files went (one lock per document at a time).
+            self.progress.pruning(len(report.pruned))
+            self.store.delete_many(
+                self.collection, report.pruned, tenant=self.options.tenant, progress=self.progress.pruned
+            )

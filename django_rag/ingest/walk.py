@@ -3,8 +3,11 @@
 A file's source id is its path relative to the root (``rag_ingest --root``, default the current
 directory), in POSIX form, however the file was named on the command line (``./docs/a.md``,
 ``docs/../docs/a.md`` and ``/srv/site/docs/a.md`` from ``/srv/site`` are all ``docs/a.md``).
-Dot files and dot folders are never walked. Symbolic links are followed; one that leads to a
-folder already walked (a loop) or to itself is reported, not followed.
+Dot files and dot folders are never walked. A symbolic link is followed only while it resolves
+inside the folder walked (a path given alone: inside the root); one that leads out is reported as
+``symlink-outside`` and not read, unless ``follow_links`` (``rag_ingest --follow-links``): whoever
+can write into the folder must not be able to publish any file the ingest process can read. A
+link that leads to a folder already walked (a loop) or to itself is reported, not followed.
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..exceptions import ConfigurationError
-from ..types import SYMLINK_LOOP, UNREADABLE
+from ..types import SYMLINK_LOOP, SYMLINK_OUTSIDE, UNREADABLE
 
-__all__ = ["Found", "excluded", "source_id_for", "walk"]
+__all__ = ["Found", "escapes", "excluded", "source_id_for", "walk"]
 
 
 @dataclass(frozen=True)
@@ -53,10 +56,28 @@ def excluded(source_id: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(source_id, p) or fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
-def walk(folder: str | Path, root: str | Path, excludes: Iterable[str] = ()) -> Iterator[Found]:
-    """Every file under ``folder``, sorted depth first, with what could not be walked on the way."""
+def escapes(path: str | Path, bound: str | Path) -> str:
+    """Why ``path`` is read from outside ``bound`` once its links are resolved, or "" if it is not."""
+    target, home = os.path.realpath(path), os.path.realpath(bound)
+    if target == home or target.startswith(home.rstrip(os.sep) + os.sep):
+        return ""
+    return f"a symbolic link to {target}, outside {home}; --follow-links (follow_links=True) follows it"
+
+
+def walk(
+    folder: str | Path, root: str | Path, excludes: Iterable[str] = (), *, follow_links: bool = False
+) -> Iterator[Found]:
+    """Every file under ``folder``, sorted depth first, with what could not be walked on the way.
+
+    Links that resolve outside ``folder`` (and a ``folder`` that resolves outside ``root``) come
+    as ``symlink-outside`` unless ``follow_links``.
+    """
     patterns = tuple(excludes)
     start = os.path.abspath(folder)
+    outside = "" if follow_links else escapes(start, root)
+    if outside:
+        yield Found(start, source_id_for(start, root), SYMLINK_OUTSIDE, outside)
+        return
     try:
         first = os.stat(start)
     except OSError as exc:
@@ -79,6 +100,11 @@ def walk(folder: str | Path, root: str | Path, excludes: Iterable[str] = ()) -> 
                 continue
             sid = source_id_for(entry.path, root)
             if excluded(sid, patterns):
+                continue
+            # Only a link can lead out: every folder entered so far resolves inside ``start``.
+            outside = "" if follow_links or not entry.is_symlink() else escapes(entry.path, start)
+            if outside:
+                yield Found(entry.path, sid, SYMLINK_OUTSIDE, outside)
                 continue
             try:
                 info = os.stat(entry.path)  # follows symbolic links

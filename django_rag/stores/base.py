@@ -9,8 +9,8 @@ their ``Collection`` row, which the Django database holds whatever the store.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Collection as Container
-from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -172,9 +172,32 @@ class VectorStore(Protocol):
         prefix: str | None = None,
         tenant: str = "",
         keep: Container[tuple[str, str]] = (),
+        progress: Callable[[int], None] | None = None,
     ) -> int:
         """Delete one document (exact ``source_id``) or all under ``prefix`` in ``tenant``
-        (``ALL_TENANTS``: in any tenant), except the ``(tenant, source_id)`` pairs in ``keep``."""
+        (``ALL_TENANTS``: in any tenant), except the ``(tenant, source_id)`` pairs in ``keep``.
+
+        Any number of documents: a backend with transactions commits them in batches (each
+        document atomically) and calls ``progress(n)`` after each with the documents it removed.
+        """
+        ...
+
+    def delete_many(
+        self,
+        collection: Collection,
+        source_ids: Iterable[str],
+        *,
+        tenant: str = "",
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Delete ``tenant``'s documents of these source ids (any number, batched like ``delete``)."""
+        ...
+
+    def delete_collection(
+        self, collection: Collection, *, progress: Callable[[int], None] | None = None
+    ) -> int:
+        """Delete every document of ``collection`` (batched like ``delete``), then the collection.
+        Returns the number of documents deleted."""
         ...
 
     def record(

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from collections.abc import Collection as Container
-from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -134,6 +134,7 @@ class MemoryStore:
         prefix: str | None = None,
         tenant: str = "",
         keep: Container[tuple[str, str]] = (),
+        progress: Callable[[int], None] | None = None,
     ) -> int:
         check_delete_args(source_id, prefix)
         check_tenant(tenant)
@@ -146,9 +147,37 @@ class MemoryStore:
                 and (key[1] == source_id if source_id is not None else prefix_matches(key[1], prefix or ""))
                 and key not in keep
             ]
-            for key in doomed:
-                del docs[key]
-            return len(doomed)
+            return self._drop(docs, doomed, progress)
+
+    def delete_many(
+        self,
+        collection: Collection,
+        source_ids: Iterable[str],
+        *,
+        tenant: str = "",
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        check_tenant(tenant)
+        with self._lock:
+            docs = self._docs(collection)
+            return self._drop(docs, [(tenant, s) for s in set(source_ids) if (tenant, s) in docs], progress)
+
+    def delete_collection(
+        self, collection: Collection, *, progress: Callable[[int], None] | None = None
+    ) -> int:
+        with self._lock:
+            docs = self._data.pop(collection.name, {})
+        if progress is not None and docs:
+            progress(len(docs))
+        return len(docs)
+
+    @staticmethod
+    def _drop(docs: dict[Key, _Stored], doomed: list[Key], progress: Callable[[int], None] | None) -> int:
+        for key in doomed:
+            del docs[key]
+        if progress is not None and doomed:
+            progress(len(doomed))  # in one step: nothing here has transactions to keep small
+        return len(doomed)
 
     def record(
         self,

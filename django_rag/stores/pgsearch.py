@@ -35,7 +35,7 @@ from django.db.models import DEFERRED, Field, Model
 from django.utils.safestring import SafeString
 from psycopg.types.json import Jsonb
 
-from ..bm25 import bm25_options
+from ..bm25 import Bm25Options, bm25_options
 from ..models import Chunk, Collection, Document
 from ..sql import (
     PREFIX_SEPARATORS,
@@ -139,14 +139,21 @@ def _text_leg(request: SearchRequest, params: dict[str, Any], filters: str, spac
     if request.scope.min_score is not None and request.mode == "text":
         params["min_bm25"] = request.scope.min_score
         floor = " AND b.score >= %(min_bm25)s"
-    w, c1, c2 = bm25_factors("d.df", "s.n", "s.avgdl")
     # Postings already carry the space: the chunk table is joined only when something filters on it.
     join = " JOIN django_rag_chunk AS c ON c.id = b.id" if filters or matcher else ""
+    options = bm25_options()
+    own = options.tenant_statistics and request.scope.tenant is not None
     head = f"""
 terms AS (
     SELECT DISTINCT u.lexeme AS term FROM unnest(to_tsvector(%(config)s::regconfig, {terms_from})) AS u
 ),
-stats AS (
+{_tenant_statistics(space) if own else _statistics(space)},"""
+    return _bounded_leg(request, params, options, head, join, filters, matcher, floor, space)
+
+
+def _statistics(space: str) -> str:
+    """The collection's chunk count, average length and term frequencies, as the triggers keep them."""
+    return f"""stats AS (
     SELECT greatest(sum(chunks), 1)::float8 AS n,
            greatest(sum(length), 1)::float8 / greatest(sum(chunks), 1)::float8 AS avgdl
     FROM django_rag_textstats WHERE collection_id = %(collection)s AND space = {space}
@@ -157,7 +164,46 @@ df AS (
     WHERE p.collection_id = %(collection)s AND p.space = {space}
       AND p.term = ANY (ARRAY(SELECT term FROM terms))
     GROUP BY p.term
+)"""
+
+
+def _tenant_statistics(space: str) -> str:
+    """``RAG["BM25"]["TENANT_STATISTICS"]``: the same figures counted over the tenant's chunks alone,
+    as the triggers count them (a chunk's length is its lexemes' positions, ``tf`` at least 1)."""
+    return f"""stats AS (
+    SELECT greatest(count(*), 1)::float8 AS n,
+           greatest(sum(django_rag_lexeme_count(c.search_vector)), 1)::float8
+               / greatest(count(*), 1)::float8 AS avgdl
+    FROM django_rag_chunk AS c
+    WHERE c.collection_id = %(collection)s AND c.space = {space} AND c.tenant = %(tenant)s
+      AND c.search_vector IS NOT NULL
 ),
+df AS (
+    -- The term's postings whose chunk is the tenant's: every posting of the term is read.
+    SELECT p.term, count(*)::float8 AS df FROM django_rag_postblock AS p
+    CROSS JOIN LATERAL unnest(p.chunks) AS e(id)
+    JOIN django_rag_chunk AS c ON c.id = e.id AND c.tenant = %(tenant)s
+    WHERE p.collection_id = %(collection)s AND p.space = {space}
+      AND p.term = ANY (ARRAY(SELECT term FROM terms))
+    GROUP BY p.term
+)"""
+
+
+def _bounded_leg(
+    request: SearchRequest,
+    params: dict[str, Any],
+    options: Bm25Options,
+    head: str,
+    join: str,
+    filters: str,
+    matcher: str,
+    floor: str,
+    space: str,
+) -> str:
+    """The rest of the text leg after its statistics: per-term factors, then the exact or the
+    bounded ranking (see ``django_rag.bm25``)."""
+    w, c1, c2 = bm25_factors("d.df", "s.n", "s.avgdl")
+    head += f"""
 idf AS MATERIALIZED (
     -- The per-term factors once per term, not once per posting.
     SELECT d.term, d.df, {w} AS w, {c1} AS c1, {c2} AS c2 FROM df AS d CROSS JOIN stats AS s
@@ -168,7 +214,6 @@ idf AS MATERIALIZED (
     ORDER BY b.score DESC, b.id LIMIT %(candidates)s
 )"""
     tail = "tranked AS (SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS trank FROM txt)"
-    options = bm25_options()
     if options.mode == "exact":
         return f"{head}\ntxt AS MATERIALIZED {exhaustive},\n{tail}"
     params["budget"] = options.budget

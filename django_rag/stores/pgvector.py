@@ -1,7 +1,8 @@
 """The ORM store: Document and Chunk rows in PostgreSQL, vectors in a pgvector column.
 
 Writes run under a transaction-scoped advisory lock on (collection, source_id), so two syncs
-of one document serialize while different documents ingest in parallel. New chunk rows go
+of one document serialize while different documents ingest in parallel (``locks``); removals
+go in committed batches of such locks (``removal``). New chunk rows go
 in with one ``INSERT ... SELECT FROM unnest(...)`` whose array parameters travel in binary
 (vectors in pgvector's binary format: no float-to-text conversion), computing ``to_tsvector``
 server-side; in a vector-only collection (TEXT_SEARCH off) with one binary COPY. Either way a
@@ -11,14 +12,14 @@ fixed number of statements per batch of documents, never one per row.
 from __future__ import annotations
 
 from collections.abc import Collection as Container
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 from django.contrib.contenttypes.models import ContentType
 from django.db import connections, transaction
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from pgvector.psycopg.vector import register_vector_info
 from psycopg.types.json import Jsonb
 
@@ -43,16 +44,12 @@ from .base import (
     last_wins,
     plan_rescope,
 )
+from .locks import lock_documents
 from .pgexplain import term_weights
 from .pgsearch import run_search
+from .removal import DEFAULT_REMOVE_BATCH, Progress, remove_batched, remove_keys
 
 __all__ = ["PgVectorStore", "lock_documents"]
-
-_LOCK = """
-SELECT count(pg_advisory_xact_lock(hashtextextended(s, %s::bigint)))
-FROM (SELECT s FROM unnest(%s::text[]) AS s ORDER BY s) AS ordered
-"""
-
 
 _UPSERT_DOCUMENTS = """
 INSERT INTO django_rag_document
@@ -130,17 +127,6 @@ WHERE t.id = c.id
   AND (t."index", t.page, t.char_start, t.char_end, t.token_count, t.metadata)
       IS DISTINCT FROM (c.idx, c.page, c.cstart, c.cend, c.tokens, c.meta)
 """
-
-
-def lock_documents(cursor: Any, collection_id: int, keys: Sequence[tuple[str, str]]) -> None:
-    """Take the transaction-scoped advisory locks that serialize writes to these documents.
-
-    Every writer of a document (a sync, a skip or failure record, a removal) takes this one key
-    per ``(tenant, source_id)``; locks are taken in sorted order so two batches never deadlock.
-    """
-    # The tenant's length first, so that no two (tenant, source_id) pairs make the same key text.
-    names = sorted({f"{len(tenant)}:{tenant}:{source_id}" for tenant, source_id in keys})
-    cursor.execute(_LOCK, [collection_id, names])
 
 
 class PgVectorStore:
@@ -292,29 +278,56 @@ class PgVectorStore:
         prefix: str | None = None,
         tenant: str = "",
         keep: Container[tuple[str, str]] = (),
+        progress: Progress | None = None,
+        batch_size: int = DEFAULT_REMOVE_BATCH,
     ) -> int:
         check_delete_args(source_id, prefix)
         check_tenant(tenant)
-        with translate_db_errors(self.using), transaction.atomic(using=self.using):
-            docs = Document.objects.using(self.using).filter(collection=collection)
-            if tenant is not ALL_TENANTS:
-                docs = docs.filter(tenant=tenant)
-            docs = (
-                docs.filter(source_id=source_id)
-                if source_id is not None
-                else docs.filter(prefix_q("source_id", prefix or ""))
-            )
-            doomed = {
-                pk: (t, s) for pk, t, s in docs.values_list("pk", "tenant", "source_id") if (t, s) not in keep
-            }
-            if not doomed:
-                return 0
-            with connections[self.using].cursor() as cursor:
-                lock_documents(cursor, collection.pk, list(doomed.values()))
-            # Chunks first in one statement, so the cascade does not walk them row by row.
-            Chunk.objects.using(self.using).filter(document_id__in=list(doomed)).delete()
-            deleted = Document.objects.using(self.using).filter(pk__in=list(doomed)).delete()
-            return deleted[1].get(Document._meta.label, 0)
+        docs = self._documents(collection, tenant)
+        docs = (
+            docs.filter(source_id=source_id)
+            if source_id is not None
+            else docs.filter(prefix_q("source_id", prefix or ""))
+        )
+        with translate_db_errors(self.using):
+            return remove_batched(docs, collection.pk, keep=keep, progress=progress, batch_size=batch_size)
+
+    def delete_many(
+        self,
+        collection: Collection,
+        source_ids: Iterable[str],
+        *,
+        tenant: str = "",
+        progress: Progress | None = None,
+        batch_size: int = DEFAULT_REMOVE_BATCH,
+    ) -> int:
+        check_tenant(tenant)
+        docs = self._documents(collection, tenant)
+        with translate_db_errors(self.using):
+            return remove_keys(docs, collection.pk, source_ids, progress=progress, batch_size=batch_size)
+
+    def delete_collection(
+        self,
+        collection: Collection,
+        *,
+        progress: Progress | None = None,
+        batch_size: int = DEFAULT_REMOVE_BATCH,
+    ) -> int:
+        docs = self._documents(collection, ALL_TENANTS)
+        with translate_db_errors(self.using):
+            removed = remove_batched(docs, collection.pk, progress=progress, batch_size=batch_size)
+            with transaction.atomic(using=self.using):
+                # What is left refers to the collection by a few rows (jobs, a switch: cascaded),
+                # and by text statistics without a foreign key (zeros by now), dropped with it.
+                Collection.objects.using(self.using).filter(pk=collection.pk).delete()
+                with connections[self.using].cursor() as cursor:
+                    for table in ("django_rag_textstats", "django_rag_postblock"):
+                        cursor.execute(f"DELETE FROM {table} WHERE collection_id = %s", [collection.pk])
+        return removed
+
+    def _documents(self, collection: Collection, tenant: Any) -> QuerySet[Document]:
+        docs = Document.objects.using(self.using).filter(collection=collection)
+        return docs if tenant is ALL_TENANTS else docs.filter(tenant=tenant)
 
     def record(
         self,

@@ -24,6 +24,7 @@ from ..conf import rag_settings
 from ..exceptions import RagError
 from ..ingest.switch import status as switch_status
 from ..models import Chunk, Collection, Document, IngestJob
+from ..stores import get_store
 from .actions import reindex_collections, reindex_selected, remove_from_index, retry_failed
 from .admin_views import query_report_view, retrieval_test_view
 from .adminscope import ScopedAdminMixin, operator_scope
@@ -173,6 +174,34 @@ class CollectionAdmin(ModelAdmin):
             path("<path:object_id>/retrieval-test/", view, name="{}_{}_retrieval_test".format(*info)),
             *super().get_urls(),
         ]
+
+    def delete_model(self, request: HttpRequest, obj: Collection) -> None:
+        # In committed batches of documents (stores/removal.py): Django's cascade would read every
+        # document and chunk into memory and hold one lock per row until the end.
+        get_store(obj.using).delete_collection(obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Collection]) -> None:
+        for obj in queryset:
+            self.delete_model(request, obj)
+
+    def get_deleted_objects(
+        self, objs: Any, request: HttpRequest
+    ) -> tuple[list[Any], dict[str, int], set[str], list[Any]]:
+        # Counts, not Django's list of every related row (a million documents on one page).
+        collections = list(objs)
+        counts: list[tuple[type[Model], int]] = [
+            (Collection, len(collections)),
+            (Document, Document.objects.filter(collection__in=collections).count()),
+            (Chunk, Chunk.objects.filter(collection__in=collections).count()),
+        ]
+        registry = self.admin_site._registry
+        needed = {
+            str(model._meta.verbose_name)
+            for model, count in counts
+            if count and model in registry and not registry[model].has_delete_permission(request)
+        }
+        summary = {str(model._meta.verbose_name_plural): count for model, count in counts if count}
+        return [str(obj) for obj in collections], summary, needed, []
 
     @admin.display(description=_("documents"), ordering="document_count")
     def document_count(self, obj: Any) -> int:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from argparse import ArgumentParser
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import DatabaseError
 from django.utils.translation import gettext as _
 
@@ -19,10 +18,11 @@ from django_rag.management.options import (
     hit_label,
     search_options,
 )
+from django_rag.management.output import RagCommand, printable, printable_json
 from django_rag.types import Answer
 
 
-class Command(BaseCommand):
+class Command(RagCommand):
     help = (
         "Answer a question from a collection with the chat model of RAG['CHAT'] and list the cited "
         "sources (-v 2: every passage sent and the token usage; --json: one JSON object)."
@@ -48,16 +48,16 @@ class Command(BaseCommand):
         except DatabaseError as exc:
             raise database_failed(exc) from exc
         if options["json"]:
-            self.stdout.write(json.dumps(answer_json(prompt, answer), ensure_ascii=False))
+            self.stdout.write(printable_json(answer_json(prompt, answer)))
             return
         if not options["stream"]:
-            self.stdout.write(answer.text)
+            self.stdout.write(printable(answer.text, lines=True))
         self._sources(prompt, answer, options["verbosity"])
 
     def _stream(self, prompt: Prompt) -> Answer:
         stream = AnswerStream(prompt)
         for delta in stream:
-            self.stdout.write(delta, ending="")
+            self.stdout.write(printable(delta, lines=True), ending="")
             self.stdout.flush()
         self.stdout.write("")  # end the answer's line
         return stream.answer
@@ -70,7 +70,9 @@ class Command(BaseCommand):
             cited_numbers = {number for number, _hit in cited}
             for number, hit in numbered:
                 source = hit.document.source if hit.document is not None else ""
-                line = f"[{number}] {hit_label(hit)}" + (f" — {source}" if source else "")
+                line = f"[{number}] {printable(hit_label(hit))}" + (
+                    f" — {printable(source)}" if source else ""
+                )
                 if verbosity >= 2:
                     line += f"  (score {hit.score:.4f}{', ' + _('cited') if number in cited_numbers else ''})"
                 self.stdout.write(line)

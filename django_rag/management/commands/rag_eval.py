@@ -6,17 +6,18 @@ from argparse import ArgumentParser
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from django_rag.api import collection
 from django_rag.beir import load_beir
 from django_rag.exceptions import RagError
 from django_rag.management.options import add_database_argument
+from django_rag.management.output import RagCommand, printable
 from django_rag.search import MODES
 from django_rag.search.evaluation import evaluate, index_dataset
 
 
-class Command(BaseCommand):
+class Command(RagCommand):
     help = (
         "Index a BEIR dataset (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv) into a scratch collection and "
         "print nDCG@10, recall@100, MRR@10 and query latency for each search mode."
@@ -60,7 +61,7 @@ class Command(BaseCommand):
                 kb.save(update_fields=[*chunking, "updated_at"])
             self.stdout.write(
                 f"{len(dataset.corpus)} documents, {len(dataset.queries)} judged queries "
-                f"({options['split']}); collection '{kb.name}' ({kb.space}, {kb.text_config})"
+                f"({options['split']}); collection '{printable(kb.name)}' ({kb.space}, {kb.text_config})"
             )
             bar = _bar(len(dataset.corpus), options["verbosity"])
             synced = index_dataset(

@@ -37,6 +37,7 @@ from django_rag.ingest.sources import (
     targets,
 )
 from django_rag.management.options import add_database_argument
+from django_rag.management.output import RagCommand, printable, printable_json
 from django_rag.models import Document, IngestJob
 from django_rag.tasks import check_broker, enqueue_batches
 from django_rag.types import SyncResult
@@ -67,7 +68,7 @@ files on shared storage at the same path (or RAG["BULK"]["ROOT"] on the worker).
 """
 
 
-class Command(BaseCommand):
+class Command(RagCommand):
     help = (
         "Load files, folders (recursively) and URLs into a collection; unchanged chunks are not "
         "re-embedded. Skipped and failed sources are recorded as Document rows with the reason."
@@ -111,6 +112,12 @@ class Command(BaseCommand):
             default=[],
             metavar="GLOB",
             help="Skip files and folders whose id (path relative to --root) or name matches; repeatable.",
+        )
+        parser.add_argument(
+            "--follow-links",
+            action="store_true",
+            help="Read files through symbolic links that lead out of the folder given (or out of "
+            "--root). By default such a link is skipped and recorded as symlink-outside.",
         )
         secrets = parser.add_mutually_exclusive_group()
         secrets.add_argument(
@@ -189,6 +196,7 @@ class Command(BaseCommand):
             batch_size=options["batch_size"],
             max_bytes=options["max_bytes"],
             excludes=tuple(options["exclude"]),
+            follow_links=options["follow_links"],
             password=options["password"],
             passwords=_password_map(options["password_map"]),
             prune=options["prune"],
@@ -226,7 +234,7 @@ class Command(BaseCommand):
         finally:
             progress.close()
         if options["json"]:
-            self.stdout.write(json.dumps(_summary(report, ingest_options, stopper.signalled), indent=2))
+            self.stdout.write(printable_json(_summary(report, ingest_options, stopper.signalled), indent=2))
         else:
             self._table(report, ingest_options, verbosity)
         if stopper.signalled:
@@ -236,7 +244,7 @@ class Command(BaseCommand):
                 returncode=130,
             )
         if report.failed:
-            shown = "; ".join(f"{o.source_id}: {o.error}" for o in report.failed[:5])
+            shown = "; ".join(f"{printable(o.source_id)}: {printable(o.error)}" for o in report.failed[:5])
             more = f" (and {len(report.failed) - 5} more)" if len(report.failed) > 5 else ""
             raise CommandError(f"{len(report.failed)} source(s) failed: {shown}{more}")
 
@@ -269,7 +277,7 @@ class Command(BaseCommand):
         if not options["wait"]:
             if options["json"]:
                 self.stdout.write(
-                    json.dumps({"job": str(job.pk), "queue": job.queue, "batches": len(batches)})
+                    printable_json({"job": str(job.pk), "queue": job.queue, "batches": len(batches)})
                 )
             else:
                 self.stdout.write(
@@ -300,7 +308,7 @@ class Command(BaseCommand):
         job = self._watch(job, verbosity if not options["json"] else 0)
         kb = job.collection
         if options["json"]:
-            self.stdout.write(json.dumps(_job_summary(job), indent=2))
+            self.stdout.write(printable_json(_job_summary(job), indent=2))
         else:
             self._job_table(job, verbosity)
         if job.failed:
@@ -310,8 +318,8 @@ class Command(BaseCommand):
                 status=Document.Status.FAILED,
                 updated_at__gte=job.created_at,
             )
-            shown = "; ".join(f"{d.source_id}: {d.error}" for d in failed[:5])
-            errors = f"; last batch error: {job.error}" if job.error else ""
+            shown = "; ".join(f"{printable(d.source_id)}: {printable(d.error)}" for d in failed[:5])
+            errors = f"; last batch error: {printable(job.error)}" if job.error else ""
             raise CommandError(f"{job.failed} source(s) failed: {shown or 'see the admin'}{errors}")
 
     def _watch(self, job: IngestJob, verbosity: int) -> IngestJob:
@@ -347,7 +355,7 @@ class Command(BaseCommand):
             f"removed {job.chunks_removed}, unchanged {job.chunks_unchanged} ({job.embedded} embedded)"
         )
         if verbosity >= 1 and job.error:
-            write(f"last batch error: {job.error}")
+            write(f"last batch error: {printable(job.error)}")
 
     def _table(self, report: IngestReport, options: IngestOptions, verbosity: int) -> None:
         write = self.stdout.write
@@ -355,7 +363,8 @@ class Command(BaseCommand):
         dry = " (dry run: nothing written)" if options.dry_run else ""
         if verbosity >= 1 and report.problems:
             for outcome in report.problems[:50]:
-                write(f"{outcome.status:<8} {outcome.reason:<18} {outcome.source_id}: {outcome.error}")
+                sid, error = printable(outcome.source_id), printable(outcome.error)
+                write(f"{outcome.status:<8} {outcome.reason:<18} {sid}: {error}")
             if len(report.problems) > 50:
                 write(f"... and {len(report.problems) - 50} more (see the admin, or --json)")
         if options.dry_run:
@@ -388,7 +397,7 @@ class Command(BaseCommand):
         write(f"{'embedded':<10}{sync.embedded:>8}  texts sent to the embedder{dry}")
         if report.pruned and verbosity >= 1:
             for source_id in report.pruned[:50]:
-                write(f"{'would prune' if options.dry_run else 'pruned'}: {source_id}")
+                write(f"{'would prune' if options.dry_run else 'pruned'}: {printable(source_id)}")
 
 
 def _password_map(path: str | None) -> dict[str, str]:
@@ -483,6 +492,7 @@ class _Progress(SourcesProgress):
         self.verbosity = verbosity
         self.sources: Any = None
         self.embedding: Any = None
+        self.removing: Any = None
 
     def start(self, total: int) -> None:
         if tqdm is None or self.verbosity < 1:
@@ -496,8 +506,17 @@ class _Progress(SourcesProgress):
         if self.sources is not None:
             self.sources.update(1)
         if outcome.status != "loaded" and self.verbosity >= 2:
-            line = f"{outcome.status}: {outcome.source_id}: {outcome.reason}: {outcome.error}"
+            sid, error = printable(outcome.source_id), printable(outcome.error)
+            line = f"{outcome.status}: {sid}: {outcome.reason}: {error}"
             (self.sources.write if self.sources is not None else self.command.stderr.write)(line)
+
+    def pruning(self, total: int) -> None:
+        if tqdm is not None and self.verbosity >= 1:
+            self.removing = tqdm(total=total, unit="doc", desc="pruning", dynamic_ncols=True, disable=None)
+
+    def pruned(self, documents: int) -> None:
+        if self.removing is not None:
+            self.removing.update(documents)
 
     def chunked(self, documents: int, chunks: int, to_embed: int) -> None:
         if self.embedding is not None:
@@ -510,6 +529,6 @@ class _Progress(SourcesProgress):
             self.embedding.update(texts)
 
     def close(self) -> None:
-        for bar in (self.sources, self.embedding):
+        for bar in (self.sources, self.embedding, self.removing):
             if bar is not None:
                 bar.close()

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from django.apps import apps
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import DatabaseError, connections, migrations
 from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.writer import MigrationWriter
@@ -18,9 +18,10 @@ from django_rag.conf import rag_settings
 from django_rag.ddl import IndexSpec, configured_spaces
 from django_rag.exceptions import RagError
 from django_rag.management.options import add_database_argument
+from django_rag.management.output import RagCommand
 
 
-class Command(BaseCommand):
+class Command(RagCommand):
     help = "Emit a migration with one ANN (HNSW or IVFFlat) index per configured embedding space."
 
     def add_arguments(self, parser: ArgumentParser) -> None:

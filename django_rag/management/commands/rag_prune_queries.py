@@ -5,15 +5,16 @@ from __future__ import annotations
 from argparse import ArgumentParser
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils.translation import gettext as _
 
 from django_rag.management.options import add_database_argument
+from django_rag.management.output import RagCommand
 from django_rag.web.conf import web_settings
 from django_rag.web.querylog import prune
 
 
-class Command(BaseCommand):
+class Command(RagCommand):
     help = "Delete query log entries older than --days (default: RAG['WEB']['LOG_RETENTION_DAYS'], 90)."
 
     def add_arguments(self, parser: ArgumentParser) -> None:

@@ -21,7 +21,7 @@ from itertools import islice
 from typing import Any
 
 from django.apps import apps
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from django_rag.api import collection
 from django_rag.conf import rag_settings
@@ -32,12 +32,13 @@ from django_rag.ingest.pipeline import DEFAULT_BATCH_SIZE
 from django_rag.ingest.registration import Registration, get_registration
 from django_rag.ingest.rows import ingest_row, is_up_to_date, prune_orphans
 from django_rag.management.options import add_database_argument
+from django_rag.management.output import RagCommand, printable
 from django_rag.models import Collection, Document
 from django_rag.stores import get_store
 from django_rag.tasks import enqueue, enqueue_switch, uses_celery
 
 
-class Command(BaseCommand):
+class Command(RagCommand):
     help = (
         "Re-index the given collections (default: all): switch a collection whose EMBEDDER changed to "
         "its new embedding space with no downtime (fill, index, flip; --abort, --drop-old), or "
@@ -118,7 +119,7 @@ class Command(BaseCommand):
             if not done:
                 failed.append(target)
         if failed:
-            raise CommandError(f"some targets could not be re-indexed: {', '.join(failed)}")
+            raise CommandError(f"some targets could not be re-indexed: {printable(', '.join(failed))}")
 
     def _collection(self, name: str, options: dict[str, Any]) -> bool:
         using = options["database"]
@@ -134,7 +135,7 @@ class Command(BaseCommand):
             if options["build_index"]:
                 built = switch.build_index(pending.space, embedder.dimensions, using=kb.using)
                 if built is not None and options["verbosity"]:
-                    self.stdout.write(f"{name}: ANN index {built.name} on {pending.space} built")
+                    self.stdout.write(f"{printable(name)}: ANN index {built.name} on {pending.space} built")
             if options["run_async"]:
                 return self._enqueue(kb, pending, options)
             with switch.reindex_lock(kb, using=kb.using, wait=options["wait"]):
@@ -142,31 +143,32 @@ class Command(BaseCommand):
                 filled = self._fill(kb, pending.space, embedder, options)
                 if options["verbosity"]:
                     self.stdout.write(
-                        f"{name}: {filled.documents} documents embedded into {pending.space} "
+                        f"{printable(name)}: {filled.documents} documents embedded into {pending.space} "
                         f"({filled.embedded} texts embedded, {filled.batches} batches)"
                     )
                 if options["no_flip"]:
                     self.stdout.write(
-                        f"{name}: {pending.space} is complete; searches keep using {kb.space} until "
-                        f"`manage.py rag_reindex {name}` flips"
+                        f"{printable(name)}: {pending.space} is complete; searches keep using {kb.space} "
+                        "until "
+                        f"`manage.py rag_reindex {printable(name)}` flips"
                     )
                     return True
                 problem = switch.index_problem(kb, pending.space)
                 if problem:
-                    self.stderr.write(self.style.WARNING(f"{name}: not flipped: {problem}"))
+                    self.stderr.write(self.style.WARNING(f"{printable(name)}: not flipped: {problem}"))
                     return False
                 old = kb.space
                 if not switch.flip(kb):
                     self.stderr.write(
                         self.style.ERROR(
-                            f"{name}: documents are still missing from {pending.space}; run again"
+                            f"{printable(name)}: documents are still missing from {pending.space}; run again"
                         )
                     )
                     return False
-            self.stdout.write(f"{name}: switched from {old} to {kb.space}; searches use it now")
+            self.stdout.write(f"{printable(name)}: switched from {old} to {kb.space}; searches use it now")
             self._drop_old(kb, options)
         except RagError as exc:
-            self.stderr.write(self.style.ERROR(f"{name}: {exc}"))
+            self.stderr.write(self.style.ERROR(f"{printable(name)}: {printable(exc)}"))
             return False
         return True
 
@@ -184,7 +186,7 @@ class Command(BaseCommand):
             filled = self._fill(kb, kb.space, kb.get_embedder(), options)
         if options["verbosity"]:
             self.stdout.write(
-                f"{kb.name}: {filled.documents} documents moved to {kb.space}; "
+                f"{printable(kb.name)}: {filled.documents} documents moved to {kb.space}; "
                 f"texts embedded {filled.embedded}"
             )
         self._drop_old(kb, options)
@@ -194,13 +196,13 @@ class Command(BaseCommand):
         if options["drop_old"]:
             dropped = switch.drop_old(kb)
             for space, chunks in dropped.items():
-                self.stdout.write(f"{kb.name}: {chunks} chunks of {space} deleted")
+                self.stdout.write(f"{printable(kb.name)}: {chunks} chunks of {space} deleted")
         elif options["verbosity"]:
             old = [space for space in get_store(kb.using).space_counts(kb) if space != kb.space]
             if old and not switch.get_switch(kb):
                 self.stdout.write(
-                    f"{kb.name}: chunks of {', '.join(old)} are kept; "
-                    f"`manage.py rag_reindex {kb.name} --drop-old` deletes them"
+                    f"{printable(kb.name)}: chunks of {printable(', '.join(old))} are kept; "
+                    f"`manage.py rag_reindex {printable(kb.name)} --drop-old` deletes them"
                 )
 
     def _abort(self, name: str, using: str) -> bool:
@@ -210,7 +212,7 @@ class Command(BaseCommand):
         pending = switch.get_switch(row)
         dropped = switch.abort(row)
         self.stdout.write(
-            f"{name}: switch to {pending.space if pending else '?'} aborted, "
+            f"{printable(name)}: switch to {pending.space if pending else '?'} aborted, "
             f"{dropped} of its chunks deleted; "
             f"searches keep using {row.space}. Set EMBEDDER back to {row.active_embedder!r} in "
             "RAG['COLLECTIONS'] (or to another embedder), or the next use opens the switch again"
@@ -233,7 +235,7 @@ class Command(BaseCommand):
             drop_old=options["drop_old"],
         )
         self.stdout.write(
-            f"{kb.name}: {batches} batches for {pending.space} enqueued on queue {queue!r}"
+            f"{printable(kb.name)}: {batches} batches for {pending.space} enqueued on queue {queue!r}"
             + ("" if options["no_flip"] else ", and the flip once they are done")
             + f"; workers need `-Q {queue}`. Watch them with `manage.py rag_status {kb.name}`"
         )
@@ -243,7 +245,7 @@ class Command(BaseCommand):
         try:
             registration = get_registration(apps.get_model(label))
         except (LookupError, ValueError) as exc:
-            raise CommandError(f"{label}: no such model ({exc})") from exc
+            raise CommandError(f"{printable(label)}: no such model ({printable(exc)})") from exc
         except RagError as exc:
             raise CommandError(str(exc)) from exc
         if options["run_async"] and not uses_celery():
@@ -261,11 +263,11 @@ class Command(BaseCommand):
                     bar(len(batch))
             counts["orphans removed"] = prune_orphans(registration, using=options["database"])
         except RagError as exc:
-            self.stderr.write(self.style.ERROR(f"{label}: {exc}"))
+            self.stderr.write(self.style.ERROR(f"{printable(label)}: {printable(exc)}"))
             return False
         if options["verbosity"]:
             summary = ", ".join(f"{count} {what}" for what, count in sorted(counts.items()))
-            self.stdout.write(f"{label}: {summary or 'no rows'}")
+            self.stdout.write(f"{printable(label)}: {summary or 'no rows'}")
         return not counts[Document.Status.FAILED]
 
     def _batch(
@@ -291,7 +293,11 @@ class Command(BaseCommand):
                 result = ingest_row(registration, row.pk, using=options["database"])
                 counts[result.status] += 1
                 if result.status == Document.Status.FAILED and options["verbosity"]:
-                    self.stderr.write(self.style.ERROR(f"{registration.source_id(row.pk)}: {result.error}"))
+                    self.stderr.write(
+                        self.style.ERROR(
+                            f"{printable(registration.source_id(row.pk))}: {printable(result.error)}"
+                        )
+                    )
 
 
 class _progress:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from argparse import ArgumentParser
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import DatabaseError
 from django.utils.translation import gettext as _
 
@@ -18,10 +17,11 @@ from django_rag.management.options import (
     one_line,
     search_options,
 )
+from django_rag.management.output import RagCommand, printable, printable_json
 from django_rag.types import Hit
 
 
-class Command(BaseCommand):
+class Command(RagCommand):
     help = (
         "Search a collection and print the best chunks: rank, score, source id, page and a snippet "
         "(-v 2: the whole chunk; --json: one JSON object per line)."
@@ -41,7 +41,7 @@ class Command(BaseCommand):
             raise database_failed(exc) from exc
         if options["json"]:
             for rank, hit in enumerate(hits, start=1):
-                self.stdout.write(json.dumps(hit_json(rank, hit), ensure_ascii=False))
+                self.stdout.write(printable_json(hit_json(rank, hit)))
             return
         verbosity = options["verbosity"]
         if verbosity >= 2:
@@ -59,14 +59,15 @@ class Command(BaseCommand):
                 self.stdout.write(_("No results."))
             return
         for rank, hit in enumerate(hits, start=1):
-            line = f"{rank:>3}  {hit.score:.4f}  {hit.source_id}"
+            line = f"{rank:>3}  {hit.score:.4f}  {printable(hit.source_id)}"
             if verbosity >= 1:
                 page = f"  p.{hit.page}" if hit.page is not None else ""
                 snippet = one_line(hit.snippet, markup=True) if hit.snippet else one_line(hit.content)
                 line += f"{page}  {snippet}"
             self.stdout.write(line)
             if verbosity >= 2:
-                self.stdout.write("\n".join(f"       {text}" for text in hit.content.splitlines()) + "\n")
+                lines = hit.content.splitlines()
+                self.stdout.write("\n".join(f"       {printable(text)}" for text in lines) + "\n")
 
 
 def hit_json(rank: int, hit: Hit) -> dict[str, Any]:

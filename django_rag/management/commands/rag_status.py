@@ -7,13 +7,12 @@ the current ``rag_reindex`` run's rate and the ETA at that rate. ``--json`` for 
 
 from __future__ import annotations
 
-import json
 from argparse import ArgumentParser
 from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.core.serializers.json import DjangoJSONEncoder
 
 from django_rag.api import collection
@@ -21,10 +20,11 @@ from django_rag.conf import rag_settings
 from django_rag.exceptions import RagError
 from django_rag.ingest.switch import SwitchStatus, status
 from django_rag.management.options import add_database_argument
+from django_rag.management.output import RagCommand, printable, printable_json
 from django_rag.models import Collection
 
 
-class Command(BaseCommand):
+class Command(RagCommand):
     help = "Show the embedding spaces of the given collections (default: all) and any switch's progress."
 
     def add_arguments(self, parser: ArgumentParser) -> None:
@@ -52,7 +52,7 @@ class Command(BaseCommand):
             reports.append(report)
         if options["json"]:
             self.stdout.write(
-                json.dumps([{**asdict(r), "percent": r.percent} for r in reports], cls=DjangoJSONEncoder)
+                printable_json([{**asdict(r), "percent": r.percent} for r in reports], cls=DjangoJSONEncoder)
             )
             return
         for report in reports:
@@ -60,12 +60,13 @@ class Command(BaseCommand):
 
 
 def _describe(report: SwitchStatus) -> str:
+    # Names and spaces come from rows anyone with database access may have written: escaped.
+    name, problem = printable(report.name), printable(report.problem)
+    active, active_embedder = printable(report.active_space), printable(report.active_embedder)
+    target, target_embedder = printable(report.target_space), printable(report.target_embedder)
     lines = []
     if report.target_space:
-        lines.append(
-            f"{report.name}: switching from {report.active_space} ({report.active_embedder}) to "
-            f"{report.target_space} ({report.target_embedder})"
-        )
+        lines.append(f"{name}: switching from {active} ({active_embedder}) to {target} ({target_embedder})")
         progress = f"  {report.documents_done}/{report.documents_total} documents ({report.percent:.1f}%)"
         if report.rate:
             progress += f", rate {report.rate:.1f} documents/s"
@@ -79,15 +80,13 @@ def _describe(report: SwitchStatus) -> str:
             + (f", last batch {report.progress_at:%Y-%m-%d %H:%M:%S}" if report.progress_at else "")
         )
     else:
-        lines.append(
-            f"{report.name}: active {report.active_space} ({report.active_embedder}), no switch in progress"
-        )
+        lines.append(f"{name}: active {active} ({active_embedder}), no switch in progress")
     for space in report.spaces:
         role = "active" if space.active else "target" if space.target else "old"
         lines.append(
-            f"  {space.space:<32} {role:<6} {space.chunks} chunks, {space.documents} documents, "
+            f"  {printable(space.space):<32} {role:<6} {space.chunks} chunks, {space.documents} documents, "
             f"ANN index {'yes' if space.indexed else 'no'}"
         )
     if report.problem:
-        lines.append(f"  problem: {report.problem}")
+        lines.append(f"  problem: {problem}")
     return "\n".join(lines)
