@@ -98,10 +98,29 @@ def chunker_of(variant: str, rev: str) -> Iterator[None]:
         pipeline.chunk_document = original  # type: ignore[assignment]
 
 
-def run(variants: Sequence[str], datasets: Sequence[str], rev: str) -> None:
+EMBEDDERS = {
+    "minilm": {"BACKEND": "embcache.CachedLocalEmbedder"},
+    # Fast, meaningless vectors: for the text leg (BM25 does not depend on the embedder) on whole sets.
+    "hashing": {"BACKEND": "django_rag.embedders.hashing.HashingEmbedder", "DIMENSIONS": 384},
+}
+
+
+def subset(dataset: Any, docs: int) -> Any:
+    """Every judged document and the first ones in corpus order up to ``docs`` (0: all)."""
+    if not docs:
+        return dataset
+    judged = {doc for grades in dataset.qrels.values() for doc in grades}
+    keep = [doc_id for doc_id in dataset.corpus if doc_id in judged]
+    keep += [doc_id for doc_id in dataset.corpus if doc_id not in judged][: max(0, docs - len(keep))]
+    chosen = set(keep)
+    dataset.corpus = {doc_id: value for doc_id, value in dataset.corpus.items() if doc_id in chosen}
+    return dataset
+
+
+def run(variants: Sequence[str], datasets: Sequence[str], rev: str, embedder: str, docs: int) -> None:
     collections = {(d, v): f"cq-{d}-{v}" for d in datasets for v in variants}
     rag = {
-        "EMBEDDERS": {"default": {"BACKEND": "embcache.CachedLocalEmbedder"}},
+        "EMBEDDERS": {"default": EMBEDDERS[embedder]},
         "COLLECTIONS": {
             name: {"TEXT_CONFIG": "english", "CONTEXT_HEADERS": variant == "headers"}
             for (_, variant), name in collections.items()
@@ -117,7 +136,7 @@ def run(variants: Sequence[str], datasets: Sequence[str], rev: str) -> None:
         print(f"{db.server}; {machine_line()}", flush=True)
         for key in datasets:
             label, folder, split = DATASETS[key]
-            dataset = load_beir(DATA / folder, split=split)
+            dataset = subset(load_beir(DATA / folder, split=split), docs)
             for variant in variants:
                 kb = django_rag.collection(collections[(key, variant)])
                 begin = time.perf_counter()
@@ -132,7 +151,8 @@ def run(variants: Sequence[str], datasets: Sequence[str], rev: str) -> None:
                 )
                 reports = evaluate(kb, dataset, list(MODES))
                 result = {
-                    "dataset": label,
+                    "dataset": label + (f" ({len(dataset.corpus)} docs)" if docs else ""),
+                    "embedder": embedder,
                     "variant": variant,
                     "chunks": chunks,
                     "queries": len(dataset.queries),
@@ -141,25 +161,26 @@ def run(variants: Sequence[str], datasets: Sequence[str], rev: str) -> None:
                     "modes": {r.mode: {"ndcg10": r.ndcg10, "recall100": r.recall100} for r in reports},
                 }
                 RESULTS.mkdir(parents=True, exist_ok=True)
-                (RESULTS / f"{key}-{variant}.json").write_text(json.dumps(result, indent=1))
+                (RESULTS / f"{key}-{variant}-{embedder}-{docs}.json").write_text(json.dumps(result, indent=1))
                 print("   ", json.dumps(result["modes"]), flush=True)
 
 
 def table() -> None:
-    print(
-        f"{'dataset':<14} {'variant':<10} {'chunks':>6}  "
-        + "  ".join(f"{m + ' nDCG@10':>14} {'R@100':>6}" for m in MODES)
-    )
-    for key in DATASETS:
-        for variant in VARIANTS:
-            path = RESULTS / f"{key}-{variant}.json"
-            if not path.exists():
-                continue
-            r = json.loads(path.read_text())
-            cells = "  ".join(
-                f"{r['modes'][m]['ndcg10']:>14.4f} {r['modes'][m]['recall100']:>6.4f}" for m in MODES
-            )
-            print(f"{r['dataset']:<14} {variant:<10} {r['chunks']:>6}  {cells}")
+    head = f"{'dataset':<26} {'embedder':<8} {'variant':<10} {'chunks':>6}  "
+    print(head + "  ".join(f"{m + ' nDCG@10':>14} {'R@100':>6}" for m in MODES))
+    for path in sorted(RESULTS.glob("*.json")):
+        r = json.loads(path.read_text())
+        shown = MODES if r.get("embedder", "minilm") == "minilm" else ("text",)
+        cells = "  ".join(
+            f"{r['modes'][m]['ndcg10']:>14.4f} {r['modes'][m]['recall100']:>6.4f}"
+            if m in shown
+            else f"{'-':>14} {'-':>6}"
+            for m in MODES
+        )
+        print(
+            f"{r['dataset']:<26} {r.get('embedder', 'minilm'):<8} {r['variant']:<10} {r['chunks']:>6}  "
+            + cells
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -174,6 +195,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--main-rev", default=MAIN_REV, help=f"git revision of main's chunker (default {MAIN_REV})"
     )
     parser.add_argument("--table", action="store_true", help="only print the table of the saved results")
+    parser.add_argument(
+        "--embedder", default="minilm", choices=sorted(EMBEDDERS), help="hashing: text leg only (fast)"
+    )
+    parser.add_argument("--docs", type=int, default=0, help="judged documents plus the first ones, N in all")
     args = parser.parse_args(argv)
     if not args.table:
         variants = [v for v in args.variants.split(",") if v]
@@ -181,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         unknown = sorted({*variants} - set(VARIANTS) | {*datasets} - set(DATASETS))
         if unknown:
             parser.error(f"unknown variants or datasets: {unknown}")
-        run(variants, datasets, args.main_rev)
+        run(variants, datasets, args.main_rev, args.embedder, args.docs)
     table()
 
 

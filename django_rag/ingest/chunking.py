@@ -49,6 +49,7 @@ __all__ = [
     "DEFAULT_CHUNK_OVERLAP",
     "DEFAULT_CHUNK_SIZE",
     "MAX_COUNT_CHARS",
+    "MAX_PAGES",
     "BatchCounter",
     "Chunker",
     "TokenCounter",
@@ -66,9 +67,15 @@ DEFAULT_CHUNK_OVERLAP = 32
 BATCH_CHARS = 64 * 1024
 MAX_COUNT_CHARS = 64 * 1024
 PAGE_BREAK = "\f"
+# Page breaks honoured in one text (a PDF loader stops at RAG["LOADERS"]["PDF_MAX_PAGES"], 10,000).
+MAX_PAGES = 100_000
 HEADER_SEPARATOR = " > "
 
-_SENTENCE, _HEADING, _FRAGMENT = 0, 1, 2  # a whole sentence, a heading line, a piece of a long sentence
+# A whole sentence, a heading line, a piece of a long sentence; a page's start (``start``: its index).
+_SENTENCE, _HEADING, _FRAGMENT, _PAGE = 0, 1, 2, 3
+# Items (sentences, headings, pages) counted in one batch call at most: many tiny pages or
+# sentences cost one call per batch, not one each.
+_BATCH_ITEMS = 4096
 
 
 class _Unit(NamedTuple):
@@ -120,6 +127,7 @@ class _Splitter:
         self.title = title  # None: no contextual headers
         self.levels: list[tuple[int, str]] = []  # the heading path: (level, title)
         self.section = self._section()
+        self.room = self._room(self.section)
         self.fence = new_fence()
 
     # --- counting: headings and sentences in batches, with their sections ---------------------
@@ -138,24 +146,35 @@ class _Splitter:
             tokens = self.count.one(header) if header else 0
         return _Section(path, header, tokens)
 
-    def _counted(self, start: int, end: int) -> Iterator[tuple[_Unit, bool, _Section | None]]:
-        """``(unit, first of its paragraph, the section a heading opens)`` for one page, counted."""
-        batch: list[Heading | Sentence] = []
+    def _counted(self) -> Iterator[tuple[_Unit, bool, _Section | None]]:
+        """``(unit, first of its paragraph, the section a heading opens)`` for the whole text,
+        counted, with a ``_PAGE`` unit before each page that is not blank."""
+        batch: list[Heading | Sentence | _Unit] = []
         chars = 0
-        for item in scan_page(self.text, start, end, self.fence):
-            batch.append(item)
-            chars += item.end - item.start
-            if chars >= BATCH_CHARS:
-                yield from self._count_batch(batch)
-                batch, chars = [], 0
+        for page_index, start, end in _pages(self.text):
+            batch.append(_Unit(page_index, page_index, 0, _PAGE))
+            for item in scan_page(self.text, start, end, self.fence):
+                batch.append(item)
+                chars += item.end - item.start
+                if chars >= BATCH_CHARS or len(batch) >= _BATCH_ITEMS:
+                    yield from self._count_batch(batch)
+                    batch, chars = [], 0
         yield from self._count_batch(batch)
 
-    def _count_batch(self, batch: list[Heading | Sentence]) -> Iterator[tuple[_Unit, bool, _Section | None]]:
+    def _count_batch(
+        self, batch: list[Heading | Sentence | _Unit]
+    ) -> Iterator[tuple[_Unit, bool, _Section | None]]:
         text = self.text
-        counts = iter(
-            self.count.many([text[i.start : i.end] for i in batch if i.end - i.start <= MAX_COUNT_CHARS])
-        )
+        counted = [
+            text[i.start : i.end]
+            for i in batch
+            if not isinstance(i, _Unit) and i.end - i.start <= MAX_COUNT_CHARS
+        ]
+        counts = iter(self.count.many(counted))
         for item in batch:
+            if isinstance(item, _Unit):
+                yield item, True, None
+                continue
             tokens = next(counts) if item.end - item.start <= MAX_COUNT_CHARS else -1
             if isinstance(item, Heading):
                 while self.levels and self.levels[-1][0] >= item.level:
@@ -167,17 +186,21 @@ class _Splitter:
 
     # --- packing units into chunks ------------------------------------------------------------
 
-    def spans(self, start: int, end: int) -> Iterator[tuple[int, int, int, _Section]]:
-        """``(start, end, tokens, section)`` of the chunks of one page."""
+    def spans(self) -> Iterator[tuple[int, int, int, _Section, int]]:
+        """``(start, end, tokens, section, page index)`` of the chunks of the text."""
         self.current: list[_Unit] = []
         self.total = 0
+        self.page = 0
         self.chunk_section = self.section
-        self.out: list[tuple[int, int, int, _Section]] = []
-        units = self._counted(start, end)
+        self.out: list[tuple[int, int, int, _Section, int]] = []
+        units = self._counted()
         ahead: list[tuple[_Unit, bool, _Section | None]] = []
         while item := (ahead.pop() if ahead else next(units, None)):
             unit, first, section = item
-            if section is not None:
+            if unit.kind == _PAGE:
+                self._close(carry=False)  # a chunk never crosses a page break
+                self.page = unit.start
+            elif section is not None:
                 self._heading(unit, section)
             elif first:
                 # A paragraph that fits goes whole into one chunk: look ahead at most a chunk's worth.
@@ -187,7 +210,7 @@ class _Splitter:
                     following = next(units, None)
                     if following is None:
                         break
-                    if following[1] or following[2] is not None:  # the next paragraph, or a heading
+                    if following[1] or following[2] is not None:  # the next paragraph, a heading, a page
                         ahead.append(following)
                         break
                     paragraph.append(following[0])
@@ -205,18 +228,19 @@ class _Splitter:
         yield from self.out
         self.out.clear()
 
-    @property
-    def room(self) -> int:
-        """Content tokens a chunk of the current section may hold."""
-        return max(1, self.size - self.count.overhead - self.section.header_tokens)
+    def _room(self, section: _Section) -> int:
+        """Content tokens a chunk of ``section`` may hold."""
+        return max(1, self.size - self.count.overhead - section.header_tokens)
 
     def _has_body(self) -> bool:
-        return any(unit.kind != _HEADING for unit in self.current)
+        # Heading lines only ever open a chunk: a chunk has a body once its last unit is not one.
+        return bool(self.current) and self.current[-1].kind != _HEADING
 
     def _heading(self, unit: _Unit, section: _Section) -> None:
         if self._has_body():
             self._close(carry=False)
         self.section = self.chunk_section = section
+        self.room = self._room(section)
         if unit.tokens < 0 or self.total + unit.tokens > self.room:
             self._long(unit)
             return
@@ -314,7 +338,7 @@ class _Splitter:
         return self.count.one(embedded_text(section.header, content)) + self.count.overhead
 
     def _emit(self, units: list[_Unit], section: _Section, tokens: int) -> None:
-        self.out.append((units[0].start, units[-1].end, tokens, section))
+        self.out.append((units[0].start, units[-1].end, tokens, section, self.page))
 
 
 def _cut(text: str, start: int, limit: int, end: int) -> int:
@@ -355,35 +379,36 @@ def iter_chunks(
         first_page = 1
     splitter = _Splitter(text, chunk_size, chunk_overlap, count, title)
     index = 0
-    for page_index, page_start, page_end in _pages(text):
-        page = None if first_page is None else first_page + page_index
-        for start, end, tokens, section in splitter.spans(page_start, page_end):
-            raw = text[start:end]
-            content = raw.strip()
-            if not content:
-                continue
-            char_start = start + len(raw) - len(raw.lstrip())
-            embedded = embedded_text(section.header, content)
-            yield ChunkData(
-                index=index,
-                content=content,
-                content_hash=hashlib.sha1(embedded.encode("utf-8", "surrogatepass")).hexdigest(),
-                token_count=tokens,
-                page=page,
-                char_start=char_start,
-                char_end=char_start + len(content),
-                metadata={"heading_path": list(section.path)},
-                header=section.header,
-            )
-            index += 1
+    for start, end, tokens, section, page_index in splitter.spans():
+        raw = text[start:end]
+        content = raw.strip()
+        if not content:
+            continue
+        char_start = start + len(raw) - len(raw.lstrip())
+        embedded = embedded_text(section.header, content)
+        yield ChunkData(
+            index=index,
+            content=content,
+            content_hash=hashlib.sha1(embedded.encode("utf-8", "surrogatepass")).hexdigest(),
+            token_count=tokens,
+            page=None if first_page is None else first_page + page_index,
+            char_start=char_start,
+            char_end=char_start + len(content),
+            metadata={"heading_path": list(section.path)},
+            header=section.header,
+        )
+        index += 1
 
 
 def _pages(text: str) -> Iterator[tuple[int, int, int]]:
-    """``(index, start, end)`` of every page of ``text`` that is not blank, pages split at ``\\f``."""
+    """``(index, start, end)`` of every page of ``text`` that is not blank, pages split at ``\\f``.
+
+    After ``MAX_PAGES`` pages the rest of the text is one last page (its form feeds whitespace):
+    megabytes of ``x\\f`` would otherwise make a chunk of every two bytes."""
     start = 0
     index = 0
     while True:
-        end = text.find(PAGE_BREAK, start)
+        end = text.find(PAGE_BREAK, start) if index < MAX_PAGES - 1 else -1
         stop = len(text) if end < 0 else end
         if stop > start and not text[start:stop].isspace():
             yield index, start, stop

@@ -30,7 +30,9 @@ _BLOCK = re.compile(
     re.MULTILINE,
 )
 # The same at the start of a page.
-_FIRST_LINE = re.compile(r"[ ]{0,3}(?:(?P<heading>#{1,6})(?:[ \t][^\n]*+)?$|(?P<fence>```|~~~))", re.MULTILINE)
+_FIRST_LINE = re.compile(
+    r"[ ]{0,3}(?:(?P<heading>#{1,6})(?:[ \t][^\n]*+)?$|(?P<fence>```|~~~))", re.MULTILINE
+)
 _CLOSERS = "\"'\u201d\u2019\u00bb)\\]"
 # A sentence end, a CJK one, or a line break before a list item, a quote or a table row. One
 # character class first (then ``re`` skips ahead in C); the lookbehinds after it let a run of
