@@ -130,14 +130,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     names = args.classes.split(",")
     print(f"hostile text through load_bytes + Chunker (MiniLM counter); {machine_line()}", flush=True)
     run_class("plain-words", 64 * 1024)  # warm-up: imports, tokenizer
-    header = f"{'class':<18}" + "".join(f"{f'{s:g} MB s':>10}{'MB/s':>8}" for s in sizes) + f"{'chunks':>9}"
+    cells = "".join(f"{f'{s:g} MB cpu s':>14}{'MB/s':>8}" for s in sizes)
+    header = f"{'class':<18}{cells}{'chunks':>9}"
     print(header, flush=True)
     for name in names:
         line = f"{name:<18}"
         chunks = 0
         for size in sizes:
             seconds, chunks = run_class(name, int(size * MB))
-            line += f"{seconds:>10.2f}{size / seconds:>8.2f}"
+            line += f"{seconds:>14.2f}{size / seconds:>8.2f}"
         print(line + f"{chunks:>9}", flush=True)
     print(machine_line())
 
