@@ -5,7 +5,7 @@ One id per check:
 
 - E001 contenttypes missing; E002 RAG['DATABASE'] unknown; E003 not PostgreSQL
 - E004 an embedder cannot be built; E005 a collection's embedder is undefined
-- E006 TEXT_SEARCH not a bool; E007 unknown RAG key; E008 unknown collection option
+- E006 TEXT_SEARCH or CONTEXT_HEADERS not a bool; E007 unknown RAG key; E008 unknown collection option
 - E014 RAG['READ_DATABASE'] unknown; E015 RAG['READ_FALLBACK'] not a bool
 - E016 RAG['BM25'] has an unknown key or a bad value
 - E010 database unreachable; E011 no pgvector on the server; E012 extension not installed
@@ -165,6 +165,16 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 Error(
                     f"collection {name!r}: TEXT_SEARCH must be True or False, got {options['TEXT_SEARCH']!r}",
                     hint="True (default) indexes text for text and hybrid search; False is vector-only.",
+                    id="django_rag.E006",
+                )
+            )
+        if not isinstance(options.get("CONTEXT_HEADERS", True), bool):
+            errors.append(
+                Error(
+                    f"collection {name!r}: CONTEXT_HEADERS must be True or False, "
+                    f"got {options['CONTEXT_HEADERS']!r}",
+                    hint="True (default) embeds and matches each chunk with its title and heading path; "
+                    "False embeds the chunk text alone.",
                     id="django_rag.E006",
                 )
             )

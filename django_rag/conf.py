@@ -23,6 +23,8 @@ DEFAULT_COLLECTION_OPTIONS: dict[str, Any] = {
     "TEXT_SEARCH": True,
     "CHUNK_SIZE": 256,  # tokens
     "CHUNK_OVERLAP": 32,  # tokens
+    # Embed and match every chunk with its document's title and heading path (not displayed).
+    "CONTEXT_HEADERS": True,
 }
 
 DEFAULTS: dict[str, Any] = {

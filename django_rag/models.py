@@ -78,6 +78,7 @@ class CollectionManager(models.Manager["Collection"]):
                 "text_search": declared["TEXT_SEARCH"],
                 "chunk_size": declared["CHUNK_SIZE"],
                 "chunk_overlap": declared["CHUNK_OVERLAP"],
+                "context_headers": declared["CONTEXT_HEADERS"],
             }
         if embedder is not None:
             wanted["embedder"] = embedder
@@ -195,6 +196,11 @@ class Collection(models.Model):
     )
     chunk_size = models.PositiveIntegerField(_("chunk size (tokens)"), default=256)
     chunk_overlap = models.PositiveIntegerField(_("chunk overlap (tokens)"), default=32)
+    context_headers = models.BooleanField(
+        _("contextual headers"),
+        default=True,
+        help_text=_("Embed and match each chunk with its document's title and heading path."),
+    )
     # What searches use: the last complete space. ``embedder`` above is what the settings ask
     # for; while the two differ, an EmbeddingSwitch row tracks the move (see rag_reindex).
     active_embedder = models.CharField(
@@ -277,7 +283,8 @@ class Collection(models.Model):
         here. On a large collection run ``manage.py rag_reindex NAME`` right after deploying the
         change, so that no request pays for it. Returns the number of chunks rewritten.
         """
-        vector = SearchVector("content", config=self.text_config) if self.text_search else None
+        # The header is matched with the content, as ingestion indexes it (stores.pgvector).
+        vector = SearchVector("header", "content", config=self.text_config) if self.text_search else None
         rewritten = Chunk.objects.using(self.using).filter(collection=self).update(search_vector=vector)
         logger.info(
             "collection %r: text index of %d chunks rebuilt (TEXT_SEARCH %s, TEXT_CONFIG %r)",
@@ -416,6 +423,8 @@ class Chunk(models.Model):
     tags = ArrayField(models.CharField(max_length=200), default=list, blank=True)
     index = models.PositiveIntegerField()
     content = models.TextField()
+    # The contextual header (title and heading path): embedded and matched with the content, not shown.
+    header = models.TextField(blank=True, default="")
     content_hash = models.CharField(max_length=40)
     token_count = models.PositiveIntegerField(default=0)
     page = models.PositiveIntegerField(null=True, blank=True)

@@ -64,7 +64,12 @@ class RagDocument:
 
 @dataclass
 class ChunkData:
-    """A chunk on its way into a store: text, position and (once embedded) its vector."""
+    """A chunk on its way into a store: text, position and (once embedded) its vector.
+
+    ``header`` is its contextual header (the document's title and heading path): embedded and
+    matched with ``content`` (see ``embedded_text``), never displayed. ``content_hash`` is the
+    SHA-1 of the embedded text, so a chunk whose header changed is embedded again.
+    """
 
     index: int
     content: str
@@ -75,6 +80,12 @@ class ChunkData:
     char_end: int = 0
     metadata: dict[str, Any] = field(default_factory=dict)
     embedding: list[float] | None = None
+    header: str = ""
+
+    @property
+    def embedded_text(self) -> str:
+        """What is embedded and what the text leg matches: the header, a blank line, the content."""
+        return f"{self.header}\n\n{self.content}" if self.header else self.content
 
 
 class _Snippet:

@@ -11,7 +11,6 @@ import random
 import pytest
 
 from django_rag.embedders.local import LocalEmbedder
-from django_rag.ingest import chunking
 from django_rag.ingest.chunking import MAX_COUNT_CHARS, iter_chunks, split_text
 
 
@@ -199,75 +198,6 @@ def test_chunks_counted_with_the_local_tokenizer_fit_the_model(local: LocalEmbed
     assert all(text[c.char_start : c.char_end] == c.content for c in chunks)
 
 
-def test_the_last_sentences_found_from_the_end_are_those_a_scan_from_the_start_finds(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # The overlap looks for sentence ends in a window at the end of the previous chunk, grown as
-    # needed; a window of a few characters puts its edge inside separators again and again.
-    monkeypatch.setattr(chunking, "_TAIL_CHARS", 3)
-    rng = random.Random(5)
-    parts = [
-        "word",
-        "Word",
-        ".",
-        "...",
-        "?!",
-        '"',
-        ")",
-        "\u3002",
-        "\uff01",
-        "\u2026",
-        " ",
-        "  ",
-        "\n",
-        "\u3000",
-    ]
-    for _ in range(300):
-        text = "".join(rng.choices(parts, k=rng.randint(1, 60)))
-        start = rng.randrange(len(text))
-        end = rng.randint(start + 1, len(text))
-        splitter = chunking._Splitter(text, 1000, 999, words, lambda texts: [words(t) for t in texts], True)
-        scanned = list(splitter._cuts(2, start, end))
-        for budget in (0, 1, 3, 10):
-            found = splitter._last_sentences(chunking._Piece(start, end, -1, 2), budget)
-            spans = [(p.start, p.end) for p in found]
-            if len(scanned) == 1:
-                assert found == []
-                continue
-            assert spans == scanned[len(scanned) - len(spans) :]
-            assert [p.tokens for p in found] == [words(text[a:b]) for a, b in spans]
-            assert sum(p.tokens for p in found) > budget or spans == scanned
-
-
-def test_the_sentences_counted_with_a_line_are_those_the_overlap_would_count(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # A line that looks short enough is counted as its head and its last sentences; the
-    # overlap takes those counts instead of counting again. Small windows put the edge of the
-    # one they are looked for in inside separators again and again.
-    rng = random.Random(11)
-    parts = ["word", "Word", ".", "...", "?!", '"', ")", "\u3002", "\u2026", " ", "  ", "\u3000"]
-    for tail_chars in (3, 8, 40):
-        monkeypatch.setattr(chunking, "_TAIL_COUNTED_CHARS", tail_chars)
-        for _ in range(200):
-            text = "".join(rng.choices(parts, k=rng.randint(1, 60)))
-            splitter = chunking._Splitter(
-                text, 1000, 999, words, lambda texts: [words(t) for t in texts], True
-            )
-            line = splitter._head_and_tail(0, len(text))
-            assert [a for a, _ in line.spans] == [0] + [b for _, b in line.spans[:-1]]  # they tile it
-            assert line.spans[-1][1] == len(text)
-            counts = [words(text[a:b]) for a, b in line.spans]
-            assert sum(counts) == words(text)  # word counts add up at sentence ends with a space
-            tail = chunking._known_sentences(line, counts)
-            for budget in (1, 3, 10):
-                carried = splitter._last_sentences(
-                    chunking._Piece(0, len(text), sum(counts), 1, tail), budget
-                )
-                counted = splitter._last_sentences(chunking._Piece(0, len(text), sum(counts), 1), budget)
-                assert carried == counted
-
-
 def test_the_overlap_of_one_line_paragraphs_is_not_counted_again() -> None:
     sentence = "one two three four five six seven eight. "
     paragraphs = [" ".join([sentence] * random.Random(i).randint(2, 6)).strip() for i in range(40)]
@@ -282,4 +212,5 @@ def test_the_overlap_of_one_line_paragraphs_is_not_counted_again() -> None:
         text, chunk_size=64, chunk_overlap=16, token_counter=words, batch_counter=batch, additive=True
     )
     assert len(chunks) > 10 and all(c.token_count <= 64 for c in chunks)
-    assert sum(map(len, counted)) == len(text)  # every character counted once, the overlap too
+    # Every sentence counted once (the paragraph breaks between them at most), the overlap too.
+    assert len(text) - 2 * text.count("\n\n") <= sum(map(len, counted)) <= len(text)

@@ -217,6 +217,8 @@ def chunking_options(collection: Collection, embedder: Embedder) -> dict[str, An
         "token_counter": getattr(embedder, "count_tokens", None),
         "batch_counter": getattr(embedder, "count_tokens_batch", None),
         "additive": bool(getattr(embedder, "tokens_add_up", False)),
+        # The title and heading path embedded and matched with every chunk (CONTEXT_HEADERS).
+        "context_headers": collection.context_headers,
     }
 
 
@@ -238,7 +240,7 @@ def embed_missing(
     missing: dict[str, str] = {}
     for chunk in chunks:
         if chunk.content_hash not in known:
-            missing.setdefault(chunk.content_hash, chunk.content)
+            missing.setdefault(chunk.content_hash, chunk.embedded_text)
     if progress is not None:
         progress.chunked(documents, len(chunks), len(missing))
     hashes, texts = list(missing), list(missing.values())

@@ -106,14 +106,15 @@ WHERE c.document_id = d.id AND d.id = ANY(%s) AND (c.tenant, c.tags) IS DISTINCT
 
 _INSERT_CHUNKS = """
 INSERT INTO django_rag_chunk
-    (document_id, collection_id, tenant, tags, space, "index", content, content_hash, token_count,
+    (document_id, collection_id, tenant, tags, space, "index", content, header, content_hash, token_count,
      page, char_start, char_end, metadata, embedding, search_vector)
-SELECT c.doc, %(collection)s, d.tenant, d.tags, %(space)s, c.idx, c.content, c.hash, c.tokens,
-       c.page, c.cstart, c.cend, c.meta, c.embedding, to_tsvector(%(config)s::regconfig, c.content)
-FROM unnest(%(doc)b::int8[], %(idx)b::int4[], %(content)b::text[], %(hash)b::text[], %(tokens)b::int4[],
-            %(page)b::int4[], %(cstart)b::int4[], %(cend)b::int4[], %(meta)b::jsonb[],
+SELECT c.doc, %(collection)s, d.tenant, d.tags, %(space)s, c.idx, c.content, c.header, c.hash, c.tokens,
+       c.page, c.cstart, c.cend, c.meta, c.embedding,
+       to_tsvector(%(config)s::regconfig, concat_ws(E'\n\n', NULLIF(c.header, ''), c.content))
+FROM unnest(%(doc)b::int8[], %(idx)b::int4[], %(content)b::text[], %(header)b::text[], %(hash)b::text[],
+            %(tokens)b::int4[], %(page)b::int4[], %(cstart)b::int4[], %(cend)b::int4[], %(meta)b::jsonb[],
             %(embedding)b::vector[])
-     AS c(doc, idx, content, hash, tokens, page, cstart, cend, meta, embedding)
+     AS c(doc, idx, content, header, hash, tokens, page, cstart, cend, meta, embedding)
 JOIN django_rag_document AS d ON d.id = c.doc
 """
 
@@ -596,6 +597,7 @@ def _chunk_data(chunk: Chunk) -> ChunkData:
     return ChunkData(
         index=chunk.index,
         content=chunk.content,
+        header=chunk.header,
         content_hash=chunk.content_hash,
         token_count=chunk.token_count,
         page=chunk.page,
@@ -616,14 +618,15 @@ def _columns(chunks: Sequence[ChunkData], *, with_text: bool) -> dict[str, list[
     }
     if with_text:
         columns["content"] = [c.content for c in chunks]
+        columns["header"] = [c.header for c in chunks]
         columns["hash"] = [c.content_hash for c in chunks]
         columns["embedding"] = [pack(_embedding(c)) for c in chunks]
     return columns
 
 
 _COPY_CHUNKS = """
-COPY django_rag_chunk (document_id, collection_id, tenant, tags, space, "index", content, content_hash,
-                       token_count, page, char_start, char_end, metadata, embedding)
+COPY django_rag_chunk (document_id, collection_id, tenant, tags, space, "index", content, header,
+                       content_hash, token_count, page, char_start, char_end, metadata, embedding)
 FROM STDIN (FORMAT BINARY)
 """
 _COPY_TYPES = [
@@ -633,6 +636,7 @@ _COPY_TYPES = [
     "varchar[]",
     "varchar",
     "int4",
+    "text",
     "text",
     "varchar",
     "int4",
@@ -671,6 +675,7 @@ def _copy_chunks(
                     space,
                     chunk.index,
                     chunk.content,
+                    chunk.header,
                     chunk.content_hash,
                     chunk.token_count,
                     chunk.page,

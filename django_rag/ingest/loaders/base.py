@@ -99,11 +99,27 @@ def decode_text(data: bytes, charset: str | None = None) -> str:
     except ImportError:  # pragma: no cover - depends on the environment
         best = None
     else:
-        best = from_bytes(data).best()
+        # The guess decodes what it is given with every candidate charset, several times over:
+        # 20 MB took 40 s. A bounded sample from the start, middle and end guesses as well; then
+        # the whole text is decoded once with the charset guessed.
+        best = from_bytes(_guess_sample(data)).best()
     if best is not None:
-        return str(best)
+        if len(data) <= _GUESS_BYTES:
+            return str(best)
+        return data.decode(best.encoding, errors="replace")
     # cp1252 is what unlabelled non-UTF-8 text on the web almost always is.
     return data.decode("cp1252", errors="replace")
+
+
+_GUESS_BYTES = 96 * 1024
+
+
+def _guess_sample(data: bytes) -> bytes:
+    if len(data) <= _GUESS_BYTES:
+        return data
+    third = _GUESS_BYTES // 3
+    middle = len(data) // 2
+    return data[:third] + data[middle : middle + third] + data[-third:]
 
 
 def _is_charset(name: str) -> bool:

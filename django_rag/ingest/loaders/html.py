@@ -15,6 +15,7 @@ from typing import Any
 from ...exceptions import LoaderError
 from ...types import RagDocument
 from .base import clean_text, make_document
+from .htmlbounds import neutralize_unclosed_markup
 
 __all__ = ["html_to_text", "load_html"]
 
@@ -157,7 +158,7 @@ _MARKED_SECTION = re.compile(r"<!\[(?!CDATA\[)")
 
 def _parse(html: str) -> _TextExtractor:
     parser = _TextExtractor()
-    parser.feed(html)
+    parser.feed(neutralize_unclosed_markup(html))
     parser.close()
     return parser
 

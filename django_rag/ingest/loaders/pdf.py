@@ -149,7 +149,14 @@ def _stable_aggregator(aggregator: Any) -> Any:
     place of ``id()`` breaks those ties by the order the boxes appear in the page, every time.
     """
     # pdfminer is the optional "pdf" extra, imported only when a PDF is loaded.
-    from pdfminer.layout import LTPage, LTTextBoxVertical, LTTextGroupLRTB, LTTextGroupTBRL
+    from pdfminer.layout import (
+        LTPage,
+        LTTextBoxHorizontal,
+        LTTextBoxVertical,
+        LTTextGroupLRTB,
+        LTTextGroupTBRL,
+        LTTextLineVertical,
+    )
     from pdfminer.utils import Plane
 
     def gap(a: Any, b: Any) -> float:
@@ -160,6 +167,22 @@ def _stable_aggregator(aggregator: Any) -> Any:
 
     class StablePage(LTPage):
         max_boxes = 0  # set per page from the budget; 0: no limit
+
+        def group_textlines(self, laparams: Any, lines: Any) -> Any:
+            lines = list(lines)
+            if self.max_boxes and len(lines) > self.max_boxes:
+                # pdfminer rebuilds a box from all its lines each time a neighbour joins it: time
+                # grows with the square of a group's size (a page of 15,000 overlapping text
+                # objects took over a minute). So many lines are read as boxes of one line each,
+                # which group_textboxes then sorts.
+                for line in lines:
+                    box = (
+                        LTTextBoxVertical() if isinstance(line, LTTextLineVertical) else LTTextBoxHorizontal()
+                    )
+                    box.add(line)
+                    yield box
+                return
+            yield from super().group_textlines(laparams, lines)
 
         def group_textboxes(self, laparams: Any, boxes: Any) -> list[Any]:
             if self.max_boxes and len(boxes) > self.max_boxes:
