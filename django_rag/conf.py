@@ -61,6 +61,9 @@ DEFAULTS: dict[str, Any] = {
     # How the text leg reads BM25 postings: {"MODE": "bounded" | "exact", "BUDGET", "POOL"}
     # (django_rag.bm25).
     "BM25": {},
+    # The relevance (0 to 1, the same scale in every mode) below which a hit is not returned when a
+    # search gives no min_score (django_rag.search.relevance); None returns every hit.
+    "MIN_SCORE": 0.5,
     # HNSW ef_search for vector queries (pgvector's default is 40); raised to k when k is larger.
     "EF_SEARCH": 40,
     # pgvector's hnsw/ivfflat.iterative_scan for every PostgreSQL connection the site opens, so

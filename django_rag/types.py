@@ -119,9 +119,15 @@ def _opening(content: str, words: int = 40) -> SafeString:
 
 @dataclass
 class Hit:
-    """One search result. ``score`` is higher-is-better (cosine similarity for vector search).
+    """One search result. ``score`` is higher-is-better (cosine similarity for vector search,
+    BM25 for text search, the RRF sum for hybrid search): it orders the hits of one query.
 
-    ``snippet`` is safe HTML; ``None`` stands for the chunk's opening, made on first read.
+    ``relevance`` (0 to 1) means the same across queries and modes: how much better than chance
+    the passage matches (``django_rag.search.relevance``); ``min_score`` filters on it.
+    ``similarity`` is the cosine similarity to the query (None in text mode) and ``text_match``
+    the share of the query's weighted terms the chunk holds (None in vector mode): the evidence
+    relevance is computed from. ``snippet`` is safe HTML; ``None`` stands for the chunk's
+    opening, made on first read.
     """
 
     chunk: Chunk | ChunkData
@@ -132,6 +138,9 @@ class Hit:
     snippet: str = _Snippet()  # type: ignore[assignment]
     page: int | None = None
     source_id: str = ""
+    relevance: float | None = None
+    similarity: float | None = None
+    text_match: float | None = None
 
     @property
     def content(self) -> str:

@@ -112,10 +112,8 @@ def check_min_score(min_score: Any, mode: str) -> float | None:
     number = _number(min_score)
     if number is None:
         raise QueryError(f"min_score must be a finite number, got {shown(min_score)}")
-    if mode != "text" and not -1.0 <= number <= 1.0:
-        raise QueryError(
-            f"min_score is a cosine similarity between -1 and 1 in {mode} mode, got {shown(min_score)}"
-        )
+    if not 0.0 <= number <= 1.0:
+        raise QueryError(f"min_score is a relevance between 0 and 1 (in every mode), got {shown(min_score)}")
     return number
 
 

@@ -70,6 +70,10 @@ RAG = {
         "docs": {"TEXT_CONFIG": "english"},
         "notes": {"TEXT_CONFIG": "simple", "CHUNK_SIZE": 64, "CHUNK_OVERLAP": 8},
     },
+    # Most tests check ranking, filters and scopes over a few made-up chunks with the hashing
+    # embedder: every hit is returned. The relevance cutoff has tests of its own
+    # (tests/test_relevance.py, the web tests), which set RAG["MIN_SCORE"] to the default.
+    "MIN_SCORE": None,
 }
 
 # --- Automatic ingestion: tests/test_media*.py, test_celery_worker.py, test_s3.py ---------------

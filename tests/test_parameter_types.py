@@ -154,7 +154,8 @@ SCOPE_PARAMS = {
     ),
     "tenant": P(TEXT),
     "source_prefix": P(TEXT),
-    "min_score": P({"None", "negative", "zero"}, {"string-number": "0.5", "beyond-cosine": 1.5}),
+    # A relevance between 0 and 1 in every mode.
+    "min_score": P({"None", "zero"}, {"string-number": "0.5", "beyond-one": 1.5}),
     "mode": P(extra={"unknown": "fuzzy", "upper-case": "VECTOR", "in-a-list": ["vector"]}),
     "syntax": P(extra={"raw": "raw", "tsquery": "tsquery"}),
     "k": P(extra={"too-big": 1001}),
@@ -225,7 +226,7 @@ COMMAND_OPTIONS = {
         },
         names=("filter", "filters"),
     ),
-    "min_score": P({"None", "negative", "zero"}, names=("min_score", "--min-score")),
+    "min_score": P({"None", "zero"}, names=("min_score", "--min-score")),
     "collection": P(extra={"unknown": "nope"}),
     "database": P({"None"}, {"unknown": "nope"}),
 }

@@ -398,3 +398,49 @@ def test_the_whole_story_in_a_browser(site: Site, browser: Browser, report: Any)
     (SCREENSHOTS / "pages.json").write_text(
         json.dumps({"pages": pages.visited, "seconds": elapsed}, indent=1)
     )
+
+
+def test_search_results_people_trust(site: Site, browser: Browser) -> None:
+    """Issue 21 on the example site (default relevance cutoff, local MiniLM): nonsense finds nothing,
+    a real question lists one entry per document with the answering sentence in its snippet, and
+    a hit opens its source at the highlighted passage."""
+    user = _log_in(browser, site, "alice")
+    user.set_viewport_size({"width": 1100, "height": 900})
+    SCREENSHOTS.mkdir(exist_ok=True)
+    # The server's first vector search embeds the space's reference texts (search.relevance): on
+    # a busy machine that can take longer than a page click waits.
+    assert user.request.get("/kb/api/search/?q=warm+up", timeout=180_000).ok
+
+    _search(user, "xylophone quantum zeppelin")
+    assert "No good matches" in user.inner_text(".rag-results-section")
+    assert user.locator(".rag-result").count() == 0
+    user.screenshot(path=str(SCREENSHOTS / "issue21-search-nonsense.png"), full_page=True)
+    found = user.request.get("/kb/api/search/?q=xylophone+quantum+zeppelin").json()
+    assert found["count"] == 0 and found["results"] == []
+
+    _search(user, "how long are backups kept?")
+    user.screenshot(path=str(SCREENSHOTS / "issue21-search-backups.png"), full_page=True)
+    titles = _titles(user)
+    assert titles and "backups" in titles[0].lower()
+    assert len(titles) == len(set(titles))  # one entry per document
+    top = user.locator(".rag-result").first
+    assert "keeps it for 35 days" in top.locator(".rag-snippet").inner_text()
+    assert top.locator(".rag-snippet mark").count() >= 1  # the query's words, marked
+    data = user.request.get("/kb/api/search/?q=how+long+are+backups+kept%3F").json()
+    best = data["results"][0]
+    assert "keeps it for 35 days" in best["snippet"] and "<" not in best["snippet"]
+    assert all(best["snippet"][start:end].lower().startswith("backup") for start, end in best["highlights"])
+    assert len({result["document"] for result in data["results"]}) == data["count"]
+
+    href = top.locator("a.rag-source").get_attribute("href") or ""
+    assert "?passage=" in href and "#passage-" in href
+    passage = href.rsplit("#", 1)[1]
+    top.locator("a.rag-source").click()
+    user.wait_for_url(f"**{href}")
+    target = user.locator(f"#{passage}")
+    assert "rag-passage-current" in (target.get_attribute("class") or "")
+    assert user.evaluate("document.querySelector(':target').id") == passage  # CSS :target highlights it
+    highlighted = target.evaluate("element => getComputedStyle(element).backgroundColor")
+    assert highlighted not in ("rgba(0, 0, 0, 0)", "transparent")
+    assert target.is_visible() and "35 days" in user.inner_text(".rag-document")
+    user.screenshot(path=str(SCREENSHOTS / "issue21-source-passage.png"), full_page=False)

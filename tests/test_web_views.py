@@ -98,14 +98,15 @@ def test_a_search_shows_title_highlighted_snippet_page_and_source_link(web, docs
     assert "Acme backups" in page
     assert "<mark>Snapshots</mark>" in page
     assert "Open the source at page 3" in page
-    assert f'href="/kb/source/{document.pk}/#page=3"' in page
+    # A hit opens its passage: marked by ?passage=N, scrolled to by #passage-N.
+    assert f'href="/kb/source/{document.pk}/?passage=0#passage-0"' in page
 
 
 def test_a_search_that_finds_nothing_says_so(web, docs, alice) -> None:
     response = alice.get(SEARCH, {"q": "zebra giraffe", "mode": "text"})
     assert response.status_code == 200
-    assert "0 results" in text(response)
-    assert "Nothing in the documents you may search matches “zebra giraffe”." in text(response)
+    assert "No good matches for “zebra giraffe”" in text(response)
+    assert "No passage in the documents you may search is a good match" in text(response)
 
 
 def test_facets_count_tags_and_content_types_and_narrow_the_hits(web, alice) -> None:
@@ -124,7 +125,7 @@ def test_facets_count_tags_and_content_types_and_narrow_the_hits(web, alice) -> 
     assert "ops (1)" in page and "faq (1)" in page
     assert "text/markdown (1)" in page and "text/plain (1)" in page
     narrowed = alice.get(SEARCH, {"q": "snapshots kept", "mode": "text", "tag": "faq"})
-    assert "1 result for" in text(narrowed)
+    assert "1 document for" in text(narrowed)
     assert '<a href="/kb/source/' in text(narrowed) and ">b</a>" in text(narrowed)
     data = alice.get(SEARCH_JSON, {"q": "snapshots kept", "mode": "text", "type": "text/markdown"}).json()
     assert [hit["title"] for hit in data["results"]] == ["a"]
@@ -283,7 +284,7 @@ def test_an_answer_cites_its_sources_with_links(web, docs, alice, chat_server) -
     assert response.status_code == 200
     page = text(response)
     document = Document.objects.get(source_id="acme/backups", tenant="acme")
-    url = f"/kb/source/{document.pk}/#page=3"
+    url = f"/kb/source/{document.pk}/?passage=0#passage-0"
     assert f'<a class="rag-cite" href="{url}"' in page
     assert '<ol class="rag-sources">' in page and "Acme backups, page 3" in page
     assert "Globex" not in page
@@ -341,7 +342,7 @@ def test_ask_json_answers_in_one_object_and_takes_a_json_body(web, docs, alice) 
     body = json.dumps({"q": "how long are snapshots kept?", "mode": "text"})
     data = alice.post(ASK_JSON, body, content_type="application/json").json()
     assert data["citations"] == [1]
-    assert data["sources"][0]["url"].endswith("#page=3")
+    assert data["sources"][0]["url"].endswith("?passage=0#passage-0") and data["sources"][0]["page"] == 3
     assert data["answer"].endswith("[1]")
 
 

@@ -61,7 +61,11 @@ def add_search_arguments(parser: ArgumentParser, *, default_k: int) -> None:
         help="Metadata equality filter; repeatable. VALUE is read as JSON when it parses (2024, true), "
         "else as a string.",
     )
-    parser.add_argument("--min-score", type=float, help="Drop hits scoring below this.")
+    parser.add_argument(
+        "--min-score",
+        type=float,
+        help="Drop hits whose relevance (0 to 1, in every mode) is below this (default RAG['MIN_SCORE']).",
+    )
     parser.add_argument("--json", action="store_true", help="Machine-readable output.")
 
 

@@ -34,6 +34,7 @@ from ..validation import (
     check_weights,
 )
 from .mmr import mmr_hits
+from .relevance import apply_relevance, collection_size
 from .rerank import Reranker, ScoreFunction, get_reranker
 
 __all__ = ["MODES", "SYNTAXES", "RerankOption", "SearchOptions", "search"]
@@ -88,8 +89,9 @@ def search(
     ``tenant`` is an exact scope (search never crosses it), ``tags`` match on overlap (an
     empty list matches nothing, as ``tags__overlap=[]`` does in the ORM),
     ``filters`` on metadata equality, ``source_prefix`` on whole source-id segments.
-    ``min_score`` is a floor on cosine similarity in vector and hybrid mode (applied to the
-    vector leg) and on the BM25 score in text mode. ``syntax`` (text and hybrid): ``"plain"``
+    ``min_score`` (0 to 1) is a floor on each hit's calibrated ``relevance``, the same scale in
+    every mode (``django_rag.search.relevance``); it defaults to ``RAG["MIN_SCORE"]`` (0.5), and
+    0 keeps every hit. A query with no good match returns no hits. ``syntax`` (text and hybrid): ``"plain"``
     ranks any query word, ``"phrase"`` requires the words in order, ``"websearch"`` reads
     quotes, ``or`` and ``-word`` like a web search engine. Hybrid fuses the top
     ``candidates`` of each leg (default ``max(4k, 50)``, at most 1000) with RRF: ``w / (rrf_k + rank)``
@@ -113,8 +115,8 @@ def search(
         tags=check_tags(tags),
         filters=check_filters(filters),
         source_prefix=check_optional_text(source_prefix, "source_prefix"),
-        min_score=check_min_score(min_score, mode),
     )
+    min_score = check_min_score(min_score, mode)
     candidates = min(max(4 * k, 50), MAX_K) if candidates is None else check_k(candidates, "candidates")
     if candidates < k:
         raise QueryError(f"candidates must be between k ({k}) and {MAX_K}, got {candidates}")
@@ -164,7 +166,9 @@ def search(
 
     def read(alias: str) -> list[Hit]:
         store = get_store(alias)
-        hits = store.search(collection, request)
+        found = store.search(collection, request)
+        size = collection_size(store, collection, embedder.space) if vector is not None and found else 0
+        hits = apply_relevance(found, vector, embedder, min_score, chunks=size)
         if reranker is not None:
             hits = reranker.rerank(text, hits, top_n=None if mmr else k)
         if mmr:

@@ -122,6 +122,7 @@ class MemoryStore:
                 vector_rank=rank,
                 page=chunk.page,
                 source_id=doc.source_id,
+                similarity=score,
             )
             for rank, (score, chunk, doc) in enumerate(scored[: request.k], start=1)
         ]

@@ -38,6 +38,7 @@ from psycopg.types.json import Jsonb
 from ..bm25 import Bm25Options, bm25_options
 from ..models import Chunk, Collection, Document
 from ..sql import (
+    K1,
     PREFIX_SEPARATORS,
     bm25_expression,
     bm25_factors,
@@ -58,8 +59,8 @@ _CHUNK_COLUMNS = ", ".join(f'c."{f.column}"' for f in _CHUNK_FIELDS)
 _DOCUMENT_COLUMNS = ", ".join(f'd."{f.column}"' for f in _DOCUMENT_FIELDS)
 _COLUMNS = f"{_CHUNK_COLUMNS}, {_DOCUMENT_COLUMNS}"
 # Row layouts: (distance, chunk..., document...) in vector mode, else (score, vector rank,
-# text rank, headline, chunk..., document...).
-_VECTOR_PREFIX, _PREFIX = 1, 4
+# text rank, headline, BM25 score, cosine distance, query idf, chunk..., document...).
+_VECTOR_PREFIX, _PREFIX = 1, 7
 _MARK_START, _MARK_STOP = "\x02", "\x03"
 
 
@@ -203,10 +204,18 @@ def _bounded_leg(
     """The rest of the text leg after its statistics: per-term factors, then the exact or the
     bounded ranking (see ``django_rag.bm25``)."""
     w, c1, c2 = bm25_factors("d.df", "s.n", "s.avgdl")
+    query_w = bm25_factors("coalesce(d.df, 0::float8)", "s.n", "s.avgdl")[0]
     head += f"""
 idf AS MATERIALIZED (
     -- The per-term factors once per term, not once per posting.
     SELECT d.term, d.df, {w} AS w, {c1} AS c1, {c2} AS c2 FROM df AS d CROSS JOIN stats AS s
+),
+qidf AS (
+    -- What a chunk holding every query term once would score (at average length): the scale of
+    -- the text leg's relevance (search.relevance). Terms no chunk holds count too, so a chunk
+    -- that matches one word of a five-word query never looks like a full match.
+    SELECT sum({query_w}) / ({K1}::float8 + 1) AS total
+    FROM terms AS t LEFT JOIN df AS d ON d.term = t.term CROSS JOIN stats AS s
 ),"""
     exhaustive = f"""(
     SELECT b.id, b.score FROM ({_postings_sum("idf", space)}) AS b{join}
@@ -312,13 +321,16 @@ def build_sql(collection: Collection, request: SearchRequest) -> tuple[str, dict
         legs.append(_vector_leg(request, params, filters, space))
     legs.append(_text_leg(request, params, filters, space))
     if request.mode == "text":
-        fused = "SELECT id, score, NULL::bigint AS vrank, trank FROM tranked"
+        fused = "SELECT id, score, NULL::bigint AS vrank, trank, score AS tscore FROM tranked"
+        similarity = "NULL::float8"
     else:
+        # Every fused hit's cosine distance, those of the text leg's alone too (search.relevance).
+        similarity, _ = _distance(request, params)
         params["wv"], params["wt"] = (float(w) for w in request.weights)
         params["rrf_k"] = request.rrf_k
         fused = (
             "SELECT coalesce(v.id, t.id) AS id, coalesce(%(wv)s / (%(rrf_k)s + v.vrank), 0)"
-            " + coalesce(%(wt)s / (%(rrf_k)s + t.trank), 0) AS score, v.vrank, t.trank"
+            " + coalesce(%(wt)s / (%(rrf_k)s + t.trank), 0) AS score, v.vrank, t.trank, t.score AS tscore"
             " FROM vranked AS v FULL OUTER JOIN tranked AS t ON v.id = t.id"
         )
     headline = (
@@ -331,7 +343,7 @@ def build_sql(collection: Collection, request: SearchRequest) -> tuple[str, dict
         headline = "''"
     sql = f"""WITH {",".join(legs)},
 fused AS ({fused} ORDER BY score DESC, id LIMIT %(k)s)
-SELECT f.score, f.vrank, f.trank, {headline}, {_COLUMNS}
+SELECT f.score, f.vrank, f.trank, {headline}, f.tscore, {similarity}, (SELECT total FROM qidf), {_COLUMNS}
 FROM fused AS f JOIN django_rag_chunk AS c ON c.id = f.id
 JOIN django_rag_document AS d ON d.id = c.document_id
 ORDER BY f.score DESC, f.id"""
@@ -442,11 +454,14 @@ def run_search(collection: Collection, request: SearchRequest, using: str) -> li
         chunk.document = document  # the foreign key's own cache: no query when it is read
         if prefix == _VECTOR_PREFIX:
             score, vrank, trank = 1.0 - row[0], rank, None
+            similarity, text_match = score, None
             # None: the chunk's opening, made if the snippet is read (see types.Hit).
             snippet: str | None = None if request.snippets else SafeString("")
         else:
             score, vrank, trank = float(row[0]), row[1], row[2]
             snippet = _snippet(row[3])
+            similarity = None if row[5] is None else 1.0 - row[5]
+            text_match = _text_match(row[4], row[6])
         hits.append(
             Hit(
                 chunk=chunk,
@@ -457,9 +472,18 @@ def run_search(collection: Collection, request: SearchRequest, using: str) -> li
                 snippet=snippet,  # type: ignore[arg-type]  # None: made on first read (types.Hit)
                 page=chunk.page,
                 source_id=document.source_id,
+                similarity=similarity,
+                text_match=text_match,
             )
         )
     return hits
+
+
+def _text_match(bm25: float | None, total: float | None) -> float:
+    """A chunk's BM25 score as a share of the query's ``qidf`` total, at most 1 (0: no term)."""
+    if not bm25 or not total:
+        return 0.0
+    return min(1.0, float(bm25) / float(total))
 
 
 _CHUNK_DOCUMENT_ID = [f.attname for f in _CHUNK_FIELDS].index("document_id")

@@ -26,7 +26,7 @@ from .conf import web_settings
 from .forms import AskForm, SearchForm, form_error
 from .querylog import finish_ask
 from .ratelimit import retry_after
-from .results import facets, filter_hits, result_for
+from .results import facets, filter_hits, grouped_results, result_for
 from .scope import visible_collections
 from .service import (
     Asking,
@@ -53,7 +53,13 @@ class _JsonView(RagView):
 
 
 class SearchJsonView(_JsonView):
-    """GET ``q``, ``collection``, ``mode``, ``k``, ``tag``, ``type``: the top ``k`` hits and facets."""
+    """GET ``q``, ``collection``, ``mode``, ``k``, ``tag``, ``type``: the top ``k`` documents and facets.
+
+    Each result is a document: its best passage (``snippet``: plain text, ``highlights``: the
+    ``[start, end)`` offsets of the query's words in it, in code points), its ``relevance``
+    and, under ``more``, its other matching passages in the same shape. ``count`` is 0 when
+    nothing reaches the relevance cutoff (``RAG["MIN_SCORE"]``).
+    """
 
     def get(self, request: HttpRequest) -> HttpResponse:
         form = SearchForm(request.GET, collections=visible_collections(request))
@@ -66,15 +72,16 @@ class SearchJsonView(_JsonView):
         searched = scoped_search(
             request, self.scope, kb, data["q"], data["mode"], k=max(k, settings["MAX_RESULTS"])
         )
-        hits = filter_hits(searched.hits, tag=data["tag"], content_type=data["type"])[:k]
+        hits = filter_hits(searched.hits, tag=data["tag"], content_type=data["type"])
+        results = grouped_results(hits, searched.query)[:k]
         found = facets(searched.hits)
         return json_response(
             {
                 "query": searched.query,
                 "collection": kb.name,
                 "mode": searched.mode,
-                "count": len(hits),
-                "results": [result_for(hit, n).as_json() for n, hit in enumerate(hits, 1)],
+                "count": len(results),
+                "results": [result.as_json() for result in results],
                 "facets": {"tags": found.tags, "content_types": found.types},
             }
         )
@@ -108,7 +115,7 @@ class AskJsonView(_JsonView):
             finish_ask(asking.entry, answer="", latency_ms=asking.elapsed_ms)
             raise WebError(503, chat_unavailable(exc)) from exc
         finish_ask(asking.entry, answer=answer.text, latency_ms=asking.elapsed_ms)
-        sources = [result_for(hit, n) for n, hit in enumerate(asking.stream.sources, 1)]
+        sources = [result_for(hit, n, asking.question) for n, hit in enumerate(asking.stream.sources, 1)]
         return json_response(
             {
                 "answer": answer.text,
@@ -143,7 +150,7 @@ class AskJsonView(_JsonView):
         return data
 
     def _events(self, request: HttpRequest, asking: Asking) -> Iterator[bytes]:
-        sources = [result_for(hit, n) for n, hit in enumerate(asking.stream.sources, 1)]
+        sources = [result_for(hit, n, asking.question) for n, hit in enumerate(asking.stream.sources, 1)]
         yield _line({"type": "sources", "sources": [source.as_json() for source in sources]})
         try:
             for delta in asking.stream:
@@ -156,7 +163,7 @@ class AskJsonView(_JsonView):
         finish_ask(asking.entry, answer=answer.text, latency_ms=asking.elapsed_ms)
         html = render_to_string(
             "django_rag/_answer.html",
-            answer_context(asking.stream.sources, answer.text, asking.entry),
+            answer_context(asking.stream.sources, answer.text, asking.entry, asking.question),
             request=request,
         )
         yield _line(

@@ -13,9 +13,22 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from ..answer.prompts import CITATION
+from ..models import Document
+from ..search.grouping import Snippet, group_hits, sentence_snippet
 from ..types import Hit
 
-__all__ = ["Facets", "Result", "facets", "filter_hits", "render_answer", "result_for", "source_url"]
+__all__ = [
+    "Facets",
+    "Passage",
+    "Result",
+    "facets",
+    "filter_hits",
+    "grouped_results",
+    "passage_url",
+    "render_answer",
+    "result_for",
+    "source_url",
+]
 
 
 def source_url(document_id: int, page: int | None) -> str:
@@ -24,58 +37,133 @@ def source_url(document_id: int, page: int | None) -> str:
     return f"{url}#page={page}" if page else url
 
 
+def passage_url(document: Document, index: int, page: int | None) -> str:
+    """A link to one passage: ``?passage=N#passage-N`` in the stored text, or for an uploaded
+    file the file itself at ``#page=P`` (a PDF viewer opens that page)."""
+    url = reverse("django_rag:source", args=[document.pk])
+    if document.owner_type_id and page:
+        return f"{url}?passage={index}#page={page}"
+    return f"{url}?passage={index}#passage-{index}"
+
+
+@dataclass
+class Passage:
+    """One matching passage of a document: where it is, and its snippet."""
+
+    chunk_id: int
+    index: int
+    page: int | None
+    url: str
+    snippet: Snippet
+    relevance: float | None
+
+    @property
+    def snippet_html(self) -> SafeString:
+        return self.snippet.html()
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "chunk": self.chunk_id,
+            "passage": self.index,
+            "page": self.page,
+            "url": self.url,
+            "snippet": self.snippet.text,
+            "highlights": [list(mark) for mark in self.snippet.marks],
+            "relevance": self.relevance,
+        }
+
+
 @dataclass
 class Result:
-    """One hit, ready for a template or JSON."""
+    """One document of the results (or one numbered source of an answer), ready for a template or JSON.
+
+    ``passage`` is its best passage (the snippet shown); ``more`` its other matching passages.
+    """
 
     number: int
     title: str
-    snippet: str
-    page: int | None
-    url: str
+    passage: Passage
     score: float
     vector_rank: int | None
     text_rank: int | None
     document_id: int
-    chunk_id: int
     tags: list[str] = field(default_factory=list)
     content_type: str = ""
+    more: list[Passage] = field(default_factory=list)
+
+    @property
+    def snippet(self) -> SafeString:
+        """The best passage's snippet as safe HTML: its text escaped, the query's words marked."""
+        return self.passage.snippet.html()
+
+    @property
+    def url(self) -> str:
+        return self.passage.url
+
+    @property
+    def page(self) -> int | None:
+        return self.passage.page
+
+    @property
+    def relevance(self) -> float | None:
+        return self.passage.relevance
+
+    @property
+    def chunk_id(self) -> int:
+        return self.passage.chunk_id
 
     def as_json(self) -> dict[str, Any]:
         return {
             "number": self.number,
             "title": self.title,
-            "snippet": str(self.snippet),
-            "page": self.page,
-            "url": self.url,
+            **self.passage.as_json(),
             "score": self.score,
             "vector_rank": self.vector_rank,
             "text_rank": self.text_rank,
             "document": self.document_id,
-            "chunk": self.chunk_id,
             "tags": self.tags,
             "content_type": self.content_type,
+            "more": [passage.as_json() for passage in self.more],
         }
 
 
-def result_for(hit: Hit, number: int) -> Result:
+def _passage(hit: Hit, document: Document, query: str) -> Passage:
+    index = int(hit.chunk.index)
+    return Passage(
+        chunk_id=int(getattr(hit.chunk, "pk", 0) or 0),
+        index=index,
+        page=hit.page,
+        url=passage_url(document, index, hit.page),
+        snippet=sentence_snippet(hit.chunk.content, query),
+        relevance=None if hit.relevance is None else round(hit.relevance, 4),
+    )
+
+
+def result_for(hit: Hit, number: int, query: str = "", *, others: Sequence[Hit] = ()) -> Result:
+    """``hit`` as a result numbered ``number``; ``others`` are more passages of its document."""
     document = hit.document
     if document is None:  # the memory store keeps no Document rows; the pages need them
         raise ValueError("the web pages need a store that returns Document rows (the pgvector store)")
     return Result(
         number=number,
         title=document.title or document.source_id,
-        snippet=hit.snippet,
-        page=hit.page,
-        url=source_url(document.pk, hit.page),
+        passage=_passage(hit, document, query),
         score=hit.score,
         vector_rank=hit.vector_rank,
         text_rank=hit.text_rank,
         document_id=document.pk,
-        chunk_id=int(getattr(hit.chunk, "pk", 0) or 0),
         tags=list(document.tags),
         content_type=document.content_type,
+        more=[_passage(other, document, query) for other in others],
     )
+
+
+def grouped_results(hits: Sequence[Hit], query: str, start: int = 1) -> list[Result]:
+    """One result per document, numbered from ``start``, its other passages under ``more``."""
+    return [
+        result_for(group.best, number, query, others=group.others)
+        for number, group in enumerate(group_hits(hits), start)
+    ]
 
 
 @dataclass

@@ -25,10 +25,12 @@ from ..conf import rag_settings
 from ..exceptions import RagError
 from ..ingest.registration import registration_for
 from ..models import Chunk, Document
+from ..search.grouping import group_hits
 from .conf import web_settings
 from .forms import AskForm, FeedbackForm, SearchForm
 from .headers import protect
 from .middleware import UNAVAILABLE, unavailable_response
+from .passages import document_passages
 from .querylog import finish_ask, owned_entry, rate_answer
 from .ratelimit import retry_after
 from .results import facets, filter_hits, render_answer, result_for
@@ -121,10 +123,12 @@ class SearchView(RagView):
             request, self.scope, kb, data["q"], data["mode"], k=settings["MAX_RESULTS"], log=not refined
         )
         hits = filter_hits(searched.hits, tag=data["tag"], content_type=data["type"])
-        paginator = Paginator(hits, settings["PAGE_SIZE"])
+        # One entry per document: pages walk documents, each with its other passages folded in.
+        groups = group_hits(hits)
+        paginator = Paginator(groups, settings["PAGE_SIZE"])
         if page_number > max(paginator.num_pages, 1):
             raise WebError(404, _("There is no page %(page)d of these results.") % {"page": page_number})
-        page = paginator.page(page_number) if hits else None
+        page = paginator.page(page_number) if groups else None
         offset = (page.start_index() - 1) if page is not None else 0
         params = {"q": searched.query, "mode": searched.mode, "collection": kb.name}
         refine = {**params, **{key: data[key] for key in ("tag", "type") if data[key]}}
@@ -133,8 +137,11 @@ class SearchView(RagView):
             query=searched.query,
             mode=searched.mode,
             page=page,
-            results=[result_for(hit, offset + n) for n, hit in enumerate(page or [], 1)],
-            total=len(hits),
+            results=[
+                result_for(group.best, offset + n, searched.query, others=group.others)
+                for n, group in enumerate(page or [], 1)
+            ],
+            total=len(groups),
             facets=facets(searched.hits),
             tag=data["tag"],
             type=data["type"],
@@ -178,13 +185,13 @@ class AskView(RagView):
             finish_ask(asking.entry, answer="", latency_ms=asking.elapsed_ms)
             return self.error_response(WebError(503, chat_unavailable(exc)), context)
         finish_ask(asking.entry, answer=answer.text, latency_ms=asking.elapsed_ms)
-        context.update(answer_context(asking.stream.sources, answer.text, asking.entry))
+        context.update(answer_context(asking.stream.sources, answer.text, asking.entry, asking.question))
         return render(request, self.template_name, self.base_context(context))
 
 
-def answer_context(sources: list[Any], text: str, entry: Any) -> dict[str, Any]:
+def answer_context(sources: list[Any], text: str, entry: Any, question: str = "") -> dict[str, Any]:
     """What ``django_rag/_answer.html`` renders: the answer, its numbered sources, the feedback form."""
-    results = [result_for(hit, number) for number, hit in enumerate(sources, 1)]
+    results = [result_for(hit, number, question) for number, hit in enumerate(sources, 1)]
     return {
         "answer_html": render_answer(text, results),
         "sources": results,
@@ -204,8 +211,11 @@ def rate_limited(wait: int) -> WebError:
 class SourceView(RagView):
     """A hit's source: an uploaded file through its storage, a web page's URL, or the stored text.
 
-    Links carry ``#page=N``; browsers keep the fragment across the redirect and PDF viewers open
-    the page. Documents outside the request's scope, now, are a 404 like missing ones.
+    Links to a passage of stored text carry ``?passage=N#passage-N``: the page shows each passage
+    once and marks passage N (CSS ``:target`` scrolls to and highlights it; the parameter marks
+    it without the fragment). Links into files carry ``#page=N``; browsers keep the fragment
+    across the redirect and PDF viewers open the page. Documents outside the request's scope,
+    now, are a 404 like missing ones.
     """
 
     permission = "source"
@@ -264,13 +274,20 @@ class SourceView(RagView):
         chunks = Chunk.objects.using(kb.using).filter(document=document).defer("embedding", "search_vector")
         if space is not None:
             chunks = chunks.filter(space=space)
+        current = _passage_param(request)
         pages: list[dict[str, Any]] = []
-        for chunk in chunks.order_by("index"):
-            if not pages or pages[-1]["page"] != chunk.page:
-                pages.append({"page": chunk.page, "chunks": []})
-            pages[-1]["chunks"].append(chunk)
-        context = {"document": document, "pages": pages}
+        for passage in document_passages(chunks.order_by("index"), current):
+            if not pages or pages[-1]["page"] != passage.page:
+                pages.append({"page": passage.page, "passages": []})
+            pages[-1]["passages"].append(passage)
+        context = {"document": document, "pages": pages, "current": current}
         return render(request, "django_rag/document.html", self.base_context(context))
+
+
+def _passage_param(request: HttpRequest) -> int | None:
+    """``?passage=N`` (a chunk index) when it is one; anything else opens the document at its top."""
+    value = request.GET.get("passage", "")
+    return int(value) if value.isdigit() and len(value) < 10 else None
 
 
 class FeedbackView(RagView):

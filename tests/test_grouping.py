@@ -1,0 +1,135 @@
+"""One entry per document, sentence snippets from Markdown, and the source view's passages (issue 21)."""
+
+from __future__ import annotations
+
+import pytest
+
+import django_rag as rag
+from django_rag.models import Chunk, Document
+from django_rag.search.grouping import group_hits, markdown_to_text, sentence_snippet
+from django_rag.web.passages import document_passages, render_markdown
+from tests.web_support import login, set_web
+
+pytestmark = pytest.mark.django_db
+pytest_plugins = ["tests.conftest_web"]
+
+BACKUPS = """# Backups and restores
+
+Lumen takes a full snapshot of every workspace each night and keeps it for 35 days. Snapshots are \
+encrypted at rest, so a regional outage never takes your backups with it.
+
+To restore a workspace, an owner opens **Settings**, then [Backups](https://example.com/b), and \
+picks a snapshot.
+"""
+
+
+def test_a_snippet_is_whole_sentences_around_the_query_words_as_plain_text() -> None:
+    snippet = sentence_snippet(BACKUPS, "how long are backups kept?")
+    assert snippet.text.startswith("Lumen takes a full snapshot")  # the sentence before, whole
+    assert snippet.text.endswith("picks a snapshot.")  # and the sentences after, while they fit
+    assert "#" not in snippet.text and "**" not in snippet.text
+    assert [snippet.text[start:end] for start, end in snippet.marks] == ["backups", "Backups"]
+    short = sentence_snippet(BACKUPS, "how long are backups kept?", max_chars=200)
+    assert short.text == (
+        "Lumen takes a full snapshot of every workspace each night and keeps it for 35 days. "
+        "Snapshots are encrypted at rest, so a regional outage never takes your backups with it."
+    )
+
+
+def test_a_snippet_drops_markdown_markup_and_marks_escaped_html() -> None:
+    snippet = sentence_snippet(BACKUPS, "restore settings")
+    assert "opens Settings, then Backups, and picks a snapshot." in snippet.text
+    assert "https://" not in snippet.text
+    tricky = sentence_snippet('Quotes "and" <b>tags</b> stay text.', "tags")
+    assert tricky.text == 'Quotes "and" <b>tags</b> stay text.'  # JSON carries the text as it is
+    assert str(tricky.html()) == "Quotes &quot;and&quot; &lt;b&gt;<mark>tags</mark>&lt;/b&gt; stay text."
+
+
+def test_a_sentence_longer_than_a_snippet_is_cut_around_its_match_and_says_so() -> None:
+    long = " ".join(["word"] * 400) + " needle " + " ".join(["word"] * 400) + "."
+    snippet = sentence_snippet(long, "needle")
+    assert "needle" in snippet.text and snippet.text.startswith("… ") and snippet.text.endswith(" …")
+    assert len(snippet.text) < 400
+
+
+def test_markdown_becomes_text_with_headings_kept_when_asked() -> None:
+    text = "# Title\n\n- one *item*\n- `two`\n\n> quoted"
+    assert markdown_to_text(text).split() == ["one", "item", "two", "quoted"]
+    assert markdown_to_text(text, headings=True).split()[0] == "Title"
+
+
+def test_hits_are_grouped_by_document_in_the_order_of_their_best_hit() -> None:
+    kb = rag.collection("notes")
+    long = " ".join(f"Backups sentence number {n} about snapshots." for n in range(60))
+    kb.index([rag.RagDocument("long", long), rag.RagDocument("short", "Snapshots are kept.")])
+    hits = kb.search("snapshots backups", mode="text", k=20)
+    groups = group_hits(hits)
+    assert len(groups) == 2 and sum(len(group.hits) for group in groups) == len(hits)
+    assert [group.best for group in groups] == [
+        hits[0],
+        next(h for h in hits if h.source_id != hits[0].source_id),
+    ]
+
+
+def test_a_document_shows_its_most_relevant_passage_first() -> None:
+    kb = rag.collection("notes")
+    long = " ".join(f"Backups sentence number {n} about snapshots." for n in range(60))
+    kb.index([rag.RagDocument("long", long)])
+    hits = kb.search("snapshots backups", mode="text", k=20)
+    for rank, hit in enumerate(hits):
+        hit.relevance = 0.9 if rank == 2 else 0.6
+    [group] = group_hits(hits)
+    assert group.best is hits[2] and group.others == [hits[0], hits[1], *hits[3:]]
+
+
+def _passages_doc() -> Document:
+    kb = rag.collection("notes")  # 64-token chunks overlapping by 8: the overlap must not repeat
+    text = "# Guide\n\n" + " ".join(f"Sentence {n} of the guide says something." for n in range(40))
+    text += "\n\n- first point\n- second <script>alert(1)</script> point\n"
+    kb.index([rag.RagDocument("guide", text, {"title": "Guide"})], tenant="acme")
+    return Document.objects.get(source_id="guide")
+
+
+def test_the_source_view_shows_each_passage_once_without_the_overlap() -> None:
+    document = _passages_doc()
+    chunks = list(Chunk.objects.filter(document=document).order_by("index"))
+    assert len(chunks) > 2
+    passages = document_passages(chunks)
+    joined = "".join(passage.text for passage in passages)
+    for n in range(40):
+        assert joined.count(f"Sentence {n} of the guide") == 1
+    assert [p.index for p in passages] == [c.index for c in chunks]
+
+
+def test_markdown_is_rendered_as_headings_lists_and_escaped_text() -> None:
+    html = str(render_markdown("# Guide\n\nSome *text*.\n\n- first\n- <script>x</script>\n"))
+    assert "<h3>Guide</h3>" in html and "<p>Some text.</p>" in html
+    assert "<ul><li>first</li><li>&lt;script&gt;x&lt;/script&gt;</li></ul>" in html
+
+
+def test_the_source_view_marks_the_passage_a_hit_opened(web, settings) -> None:
+    document = _passages_doc()
+    set_web(settings, COLLECTIONS=["docs", "notes"])
+    alice = login("alice")
+    page = alice.get(f"/kb/source/{document.pk}/", {"passage": "1"}).content.decode()
+    assert page.count('id="passage-') == Chunk.objects.filter(document=document).count()
+    assert 'class="rag-passage rag-passage-current" id="passage-1" aria-current="location"' in page
+    assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<h3>Guide</h3>" in page
+    plain = alice.get(f"/kb/source/{document.pk}/", {"passage": "x"}).content.decode()
+    assert "rag-passage-current" not in plain  # a passage param that is not a number opens the top
+
+
+def test_json_results_are_documents_with_plain_text_snippets_offsets_and_more(web, docs, alice) -> None:
+    kb = rag.collection("docs")
+    kb.index([rag.RagDocument("acme/quotes", 'Snapshots "kept" nightly. ' * 200)], tenant="acme")
+    data = alice.get("/kb/api/search/", {"q": "snapshots kept", "mode": "text", "k": 10}).json()
+    documents = [result["document"] for result in data["results"]]
+    assert len(documents) == len(set(documents)) == data["count"]
+    quoted = next(r for r in data["results"] if r["title"] == "acme/quotes")
+    assert '"kept"' in quoted["snippet"] and "&quot;" not in quoted["snippet"]
+    assert {quoted["snippet"][a:b].lower() for a, b in quoted["highlights"]} == {"snapshots", "kept"}
+    assert quoted["more"] and all(
+        set(more) >= {"snippet", "highlights", "url", "passage"} for more in quoted["more"]
+    )
+    assert quoted["url"].endswith(f"?passage={quoted['passage']}#passage-{quoted['passage']}")
