@@ -9,15 +9,19 @@ import os
 import secrets
 from pathlib import Path
 
-from django_rag.database import DEFAULT_PGDATA, database_config
+from django_rag.database import database_config, embedded_data_dir
 from django_rag.web.headers import DEFAULT_CSP
+
+
+BASE_DIR = Path(__file__).resolve().parent
 
 
 def _secret_key() -> str:
     """DJANGO_SECRET_KEY, else a random key made once and kept beside the demo's database."""
     if os.environ.get("DJANGO_SECRET_KEY"):
         return os.environ["DJANGO_SECRET_KEY"]
-    path = Path(os.environ.get("DJANGO_RAG_PGDATA") or DEFAULT_PGDATA).parent / "example-secret-key"
+    data = embedded_data_dir(BASE_DIR)
+    path = data.parent / f"{data.name}-secret-key"  # example_project/pgdata-secret-key, git-ignored
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
@@ -27,7 +31,6 @@ def _secret_key() -> str:
     return path.read_text().strip()
 
 
-BASE_DIR = Path(__file__).resolve().parent
 SECRET_KEY = _secret_key()
 DEBUG = os.environ.get("EXAMPLE_DEBUG", "") not in ("", "0")
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
