@@ -33,7 +33,9 @@ DEFAULTS: dict[str, Any] = {
             "DIMENSIONS": 1536,
         },
     },
-    "CHAT": {"BACKEND": "django_rag.answer.chat.OpenAIChat", "MODEL": "gpt-4o-mini"},
+    # No RAG["CHAT"]: answers quote the passages' sentences (no language model, no key). A site
+    # with a model sets e.g. {"BACKEND": "django_rag.answer.chat.OpenAIChat", "MODEL": "gpt-4o-mini"}.
+    "CHAT": {"BACKEND": "django_rag.answer.extractive.ExtractiveChat"},
     # alias -> {"BACKEND": dotted path, **options}; see django_rag.rerank. None configured by default.
     "RERANKERS": {},
     # name -> options (see DEFAULT_COLLECTION_OPTIONS); created in the database on first use.

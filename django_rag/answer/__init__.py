@@ -8,8 +8,10 @@ from .ask import (
     ask,
     check_answer_options,
     prepare,
+    prompt_for,
 )
 from .chat import ChatBackend, ChatStream, Message, OpenAIChat, get_chat, load_chat
+from .extractive import ExtractiveChat
 from .prompts import SYSTEM_PROMPT, build_messages, cited_numbers, format_context
 
 __all__ = [
@@ -18,6 +20,7 @@ __all__ = [
     "AnswerStream",
     "ChatBackend",
     "ChatStream",
+    "ExtractiveChat",
     "Message",
     "OpenAIChat",
     "Prompt",
@@ -30,4 +33,5 @@ __all__ = [
     "get_chat",
     "load_chat",
     "prepare",
+    "prompt_for",
 ]
