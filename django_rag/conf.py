@@ -90,6 +90,10 @@ DEFAULTS: dict[str, Any] = {
         "CACHE": "default",  # the cache alias the rate limit counts in
         "LOG_QUERIES": True,
         "LOG_RETENTION_DAYS": 90,  # manage.py rag_prune_queries deletes older entries
+        # The search page answers the query above its results (users with the "ask" permission).
+        "SEARCH_ANSWERS": True,
+        # manage.py rag_prune_conversations deletes conversations idle for longer.
+        "CONVERSATION_RETENTION_DAYS": 30,
     },
 }
 

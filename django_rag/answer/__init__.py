@@ -11,6 +11,7 @@ from .ask import (
     prompt_for,
 )
 from .chat import ChatBackend, ChatStream, Message, OpenAIChat, get_chat, load_chat
+from .conversation import Exchange, carry_terms, standalone_question
 from .extractive import ExtractiveChat
 from .prompts import SYSTEM_PROMPT, build_messages, cited_numbers, format_context
 
@@ -20,6 +21,7 @@ __all__ = [
     "AnswerStream",
     "ChatBackend",
     "ChatStream",
+    "Exchange",
     "ExtractiveChat",
     "Message",
     "OpenAIChat",
@@ -27,6 +29,7 @@ __all__ = [
     "answer_prompt",
     "ask",
     "build_messages",
+    "carry_terms",
     "check_answer_options",
     "cited_numbers",
     "format_context",
@@ -34,4 +37,5 @@ __all__ = [
     "load_chat",
     "prepare",
     "prompt_for",
+    "standalone_question",
 ]

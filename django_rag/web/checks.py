@@ -3,7 +3,7 @@
 - E120 an unknown RAG['WEB'] key; E121 SCOPE cannot be imported or is not callable;
   E122 ASK_RATE is malformed; E123 PERMISSIONS names an unknown view;
   E124 a COLLECTIONS entry is not declared in RAG['COLLECTIONS']; E125 a size setting is not a
-  positive integer
+  positive integer; E126 SEARCH_ANSWERS is not a bool
 """
 
 from __future__ import annotations
@@ -20,7 +20,16 @@ from .conf import WEB_DEFAULTS, parse_rate, web_settings
 
 __all__ = ["check_web_settings"]
 
-_SIZES = ("PAGE_SIZE", "MAX_RESULTS", "MAX_K", "MAX_QUERY_CHARS", "ASK_K", "LOG_RETENTION_DAYS")
+_SIZES = (
+    "PAGE_SIZE",
+    "MAX_RESULTS",
+    "MAX_K",
+    "MAX_QUERY_CHARS",
+    "ASK_K",
+    "LOG_RETENTION_DAYS",
+    "CONVERSATION_RETENTION_DAYS",
+)
+_DAYS = ("LOG_RETENTION_DAYS", "CONVERSATION_RETENTION_DAYS")
 
 
 @register()
@@ -76,12 +85,15 @@ def check_web_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
             )
     for key in _SIZES:
         value = settings[key]
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int)
-            or value < (0 if key == "LOG_RETENTION_DAYS" else 1)
-        ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if key in _DAYS else 1):
             errors.append(
                 Error(f"RAG['WEB'][{key!r}] must be a positive integer, got {value!r}", id="django_rag.E125")
             )
+    if not isinstance(settings["SEARCH_ANSWERS"], bool):
+        errors.append(
+            Error(
+                f"RAG['WEB']['SEARCH_ANSWERS'] must be True or False, got {settings['SEARCH_ANSWERS']!r}",
+                id="django_rag.E126",
+            )
+        )
     return errors

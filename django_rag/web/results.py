@@ -6,7 +6,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from django.urls import reverse
 from django.utils.html import escape
@@ -15,7 +15,7 @@ from django.utils.safestring import SafeString, mark_safe
 from ..answer.prompts import CITATION
 from ..types import Hit
 
-__all__ = ["Facets", "Result", "facets", "filter_hits", "render_answer", "result_for", "source_url"]
+__all__ = ["Cited", "Facets", "Result", "facets", "filter_hits", "render_answer", "result_for", "source_url"]
 
 
 def source_url(document_id: int, page: int | None) -> str:
@@ -112,7 +112,16 @@ def filter_hits(hits: Sequence[Hit], *, tag: str = "", content_type: str = "") -
     return found
 
 
-def render_answer(text: str, results: Sequence[Result]) -> SafeString:
+class Cited(Protocol):
+    """What an ``[n]`` link needs of its source (a ``Result``, or a citation stored with a turn)."""
+
+    number: int
+    url: str
+    title: str
+    page: int | None
+
+
+def render_answer(text: str, results: Sequence[Cited]) -> SafeString:
     """The answer as safe HTML: its text escaped, each valid ``[n]`` a link to source ``n``."""
     by_number = {result.number: result for result in results}
 
