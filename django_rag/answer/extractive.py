@@ -144,7 +144,8 @@ class ExtractiveChat:
     ``MAX_SENTENCES`` (3) and ``MAX_CHARS`` (700) bound the answer; ``SIMILARITY_WEIGHT`` (0.5)
     balances embedding similarity against term overlap; ``MIN_SIMILARITY`` (0.35) is what a
     sentence sharing no term with the question needs to be quoted at all; ``MAX_EMBEDDED`` (16)
-    is how many sentences, the likeliest by their terms, are embedded and compared by meaning.
+    is how many sentences, the likeliest by their terms, are embedded and compared by meaning;
+    ``TOPIC_WEIGHT`` (0.25) adds the similarity of the question to the passage's title and heading.
     """
 
     model = "extractive"
@@ -158,6 +159,7 @@ class ExtractiveChat:
         similarity_weight: float = 0.5,
         min_similarity: float = 0.35,
         max_embedded: int = 16,
+        topic_weight: float = 0.25,
     ) -> None:
         self.model = model
         self.max_sentences = int(max_sentences)
@@ -165,6 +167,7 @@ class ExtractiveChat:
         self.similarity_weight = float(similarity_weight)
         self.min_similarity = float(min_similarity)
         self.max_embedded = int(max_embedded)
+        self.topic_weight = float(topic_weight)
 
     def quote_passages(self, question: str, hits: Sequence[Hit], embedder: Embedder | None) -> str:
         return self.quote(question, [passage(n, hit) for n, hit in enumerate(hits, 1)], embedder)
@@ -198,7 +201,7 @@ class ExtractiveChat:
         covered = set(key_terms(best.text))
         length = len(best.text)
         for sentence in ranked[1:]:
-            if len(chosen) >= self.max_sentences or sentence.score < 0.8 * best.score:
+            if len(chosen) >= self.max_sentences or sentence.score < 0.75 * best.score:
                 break
             words = set(key_terms(sentence.text))
             if length + len(sentence.text) > self.max_chars or words <= covered:
@@ -220,8 +223,9 @@ class ExtractiveChat:
         alpha = self.similarity_weight if embedder is not None else 0.0
         wants_number = bool(_WANTS_NUMBER.match(question))
         for candidate, words, context in zip(candidates, counts, contexts, strict=True):
-            # A term only the heading carries counts half: the sentence is about it, not on it.
-            matched = sum(weight[t] if t in words else weight[t] / 2 for t in terms if t in words | context)
+            # A sentence inherits the subject of its title and heading ("it keeps it for 35 days"
+            # under "Backups"): their terms count as the sentence's own.
+            matched = sum(weight[t] for t in terms if t in words | context)
             candidate.overlap = matched / total
             cue = 0.1 if wants_number and _NUMBER.search(candidate.text) else 0.0
             # Search already ranked the passages: a preference for its first ones breaks near-ties.
@@ -233,9 +237,15 @@ class ExtractiveChat:
         shortlist = sorted(candidates, key=lambda c: -c.score)[: self.max_embedded]
         # Embedded with its title and heading, as the chunks are: "it" in a sentence means the heading.
         texts = [f"{c.context}: {c.text}" if c.context else c.text for c in shortlist]
-        for candidate, similarity in zip(shortlist, _similarities(question, texts, embedder), strict=True):
+        # What the passage is about counts too: a sentence under "Backups and restores" answers a
+        # question on backups better than one under "Exporting your data" that mentions them.
+        topics = sorted({c.context for c in shortlist if c.context})
+        found = _similarities(question, texts + topics, embedder)
+        topicality = dict(zip(topics, found[len(texts) :], strict=True))
+        for candidate, similarity in zip(shortlist, found, strict=False):
             candidate.similarity = similarity
-            candidate.score += alpha * similarity
+            topic = topicality.get(candidate.context, 0.0)
+            candidate.score += alpha * similarity + self.topic_weight * topic
 
     def complete(self, messages: Sequence[Message]) -> tuple[str, Usage]:
         question, passages = _read_prompt(messages)

@@ -28,6 +28,10 @@ class TurnInline(admin.TabularInline[Turn, Conversation]):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # The turns are the conversation's content: who may view it reads them.
+        return bool(request.user.has_perm("django_rag.view_conversation"))
+
 
 @admin.register(Conversation)
 class ConversationAdmin(ModelAdmin):
