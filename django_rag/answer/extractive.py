@@ -178,7 +178,8 @@ class ExtractiveChat:
         if not chosen:
             return str(NOT_ENOUGH_INFORMATION)
         quoted = "\n\n".join(f"“{neutralise(sentence.text)}” [{sentence.number}]" for sentence in chosen)
-        return f"{_('Quoted from the documents (no language model wrote this answer):')}\n\n{quoted}"
+        intro = _("Quoted from the documents (no language model wrote this answer):")
+        return f"{intro}\n\n{quoted}"
 
     def choose(self, question: str, passages: Sequence[Passage], embedder: Embedder | None) -> list[Sentence]:
         """The sentences to quote, best first."""
