@@ -11,10 +11,12 @@ from __future__ import annotations
 from .web.actions import reindex_collections, reindex_selected, remove_from_index, retry_failed
 from .web.admin import ChunkAdmin, CollectionAdmin, DocumentAdmin, IngestJobAdmin, ModelAdmin, QueryLogAdmin
 from .web.adminscope import ScopedAdminMixin
+from .web.conversation_admin import ConversationAdmin
 
 __all__ = [
     "ChunkAdmin",
     "CollectionAdmin",
+    "ConversationAdmin",
     "DocumentAdmin",
     "IngestJobAdmin",
     "ModelAdmin",

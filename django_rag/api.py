@@ -146,6 +146,8 @@ class KnowledgeBase(Collection):
         mmr: bool = ...,
         chat: ChatBackend | None = ...,
         system_prompt: str | None = ...,
+        prompt: str | None = ...,
+        system: str | None = ...,
         using: str | None = ...,
     ) -> Answer: ...
     @overload
@@ -166,6 +168,8 @@ class KnowledgeBase(Collection):
         mmr: bool = ...,
         chat: ChatBackend | None = ...,
         system_prompt: str | None = ...,
+        prompt: str | None = ...,
+        system: str | None = ...,
         using: str | None = ...,
     ) -> AnswerStream: ...
     def ask(
@@ -185,16 +189,20 @@ class KnowledgeBase(Collection):
         mmr: bool = False,
         chat: ChatBackend | None = None,
         system_prompt: str | None = None,
+        prompt: str | None = None,
+        system: str | None = None,
         using: str | None = None,
     ) -> Answer | AnswerStream:
         """Answer ``question`` from this collection with ``[n]`` citations; see ``django_rag.answer.ask``."""
         check_answer_options(stream, chat)
-        prompt = prepare(
+        prepared = prepare(
             self,
             question,
             k=k,
             mode=mode,
             system_prompt=system_prompt,
+            prompt=prompt,
+            system=system,
             using=using,
             filters=filters,
             tags=tags,
@@ -205,7 +213,7 @@ class KnowledgeBase(Collection):
             rerank=rerank,
             mmr=mmr,
         )
-        return AnswerStream(prompt, chat=chat) if stream else answer_prompt(prompt, chat=chat)
+        return AnswerStream(prepared, chat=chat) if stream else answer_prompt(prepared, chat=chat)
 
 
 def collection(

@@ -11,7 +11,8 @@ One id per check:
 - E010 database unreachable; E011 no pgvector on the server; E012 extension not installed
   after migrating; E013 extension missing and this role cannot create it
 - W001 a space has no ANN index; W002 a space too wide to index; W003 a collection holds another
-  space's vectors; W004 routing disagrees with RAG['DATABASE']; W005 an OpenAI backend has no key
+  space's vectors; W004 routing disagrees with RAG['DATABASE']; W005 an OpenAI backend has no key;
+  W006 the chat server cannot be reached; I006 no RAG['CHAT'], answers are quoted (answer/checks.py)
 - E100 unknown RAG['MEDIA'] key; E111 a MEDIA content type has no loader
 - E101-E109 a ``register()`` declaration is wrong (see ``_registration_problems``)
 - W110 without a Celery broker, saved rows would be ingested inside the request (the Tasks API
@@ -21,7 +22,6 @@ One id per check:
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 from typing import Any
 
@@ -31,7 +31,7 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.core.exceptions import FieldDoesNotExist
 from django.db import DatabaseError, connections, router
 
-from .answer.chat import get_chat
+from .answer.checks import chat_messages, extractive_info
 from .bm25 import bm25_options
 from .conf import DEFAULT_COLLECTION_OPTIONS, DEFAULTS, rag_settings
 from .ddl import IndexSpec, configured_spaces
@@ -151,10 +151,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
             continue
         errors += _missing_key(embedder, f"RAG['EMBEDDERS'][{name!r}]")
-    if "CHAT" in user:
-        # A chat backend that cannot be built is reported when an answer is asked for.
-        with contextlib.suppress(RagError):
-            errors += _missing_key(get_chat(), "RAG['CHAT']")
+    errors += chat_messages(user)
     for name, options in rag_settings.COLLECTIONS.items():
         options = options or {}
         errors += _unknown(
@@ -197,6 +194,12 @@ def _missing_key(backend: Any, where: str) -> list[CheckMessage]:
         return []
     # A warning: `migrate` and `collectstatic` must run on machines that hold no secrets.
     return [Warning(message, hint=f"Set API_KEY in {where} or OPENAI_API_KEY.", id="django_rag.W005")]
+
+
+@register()
+def check_answers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Which backend writes the answers, when the site has not chosen one (I006)."""
+    return extractive_info(getattr(settings, "RAG", {}) or {})
 
 
 @register(Tags.database)

@@ -35,7 +35,9 @@ DEFAULTS: dict[str, Any] = {
             "DIMENSIONS": 1536,
         },
     },
-    "CHAT": {"BACKEND": "django_rag.answer.chat.OpenAIChat", "MODEL": "gpt-4o-mini"},
+    # No RAG["CHAT"]: answers quote the passages' sentences (no language model, no key). A site
+    # with a model sets e.g. {"BACKEND": "django_rag.answer.chat.OpenAIChat", "MODEL": "gpt-4o-mini"}.
+    "CHAT": {"BACKEND": "django_rag.answer.extractive.ExtractiveChat"},
     # alias -> {"BACKEND": dotted path, **options}; see django_rag.rerank. None configured by default.
     "RERANKERS": {},
     # name -> options (see DEFAULT_COLLECTION_OPTIONS); created in the database on first use.
@@ -107,6 +109,10 @@ DEFAULTS: dict[str, Any] = {
             "form-action": ["'self'"],
             "frame-ancestors": ["'none'"],
         },
+        # The search page answers the query above its results (users with the "ask" permission).
+        "SEARCH_ANSWERS": True,
+        # manage.py rag_prune_conversations deletes conversations idle for longer.
+        "CONVERSATION_RETENTION_DAYS": 30,
     },
 }
 

@@ -1,7 +1,9 @@
 """The errors django-rag raises. Every one is a ``RagError``."""
 
 __all__ = [
+    "ChatDeadlineError",
     "ChatError",
+    "ChatUnreachableError",
     "ConfigurationError",
     "EmbedderError",
     "LoaderError",
@@ -34,6 +36,14 @@ class EmbedderError(RagError):
 
 class ChatError(RagError):
     """The chat backend failed (after its retries), refused the request or broke off a stream."""
+
+
+class ChatDeadlineError(ChatError):
+    """The chat backend did not finish its answer within ``RAG["CHAT"]["DEADLINE"]`` (retries included)."""
+
+
+class ChatUnreachableError(ChatError):
+    """No connection could be made to the chat backend's server: a wrong BASE_URL or a server down."""
 
 
 class RerankerError(RagError):

@@ -76,9 +76,16 @@ class TransientFailure(Exception):
 
 
 def retry_call(
-    attempt: Callable[[], T], policy: RetryPolicy, *, where: Callable[[], str], error: type[RagError]
+    attempt: Callable[[], T],
+    policy: RetryPolicy,
+    *,
+    where: Callable[[], str],
+    error: type[RagError],
+    sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """Call ``attempt`` until it returns, retrying while it raises ``TransientFailure``.
+
+    ``sleep`` waits between attempts; a caller with a deadline passes one that stops at it.
 
     Raise ``TransientFailure`` from ``attempt`` (chained to the real exception) for what may pass,
     and ``error`` for what will not. When the attempts run out, ``error`` names them, the last
@@ -102,7 +109,7 @@ def retry_call(
                 failure.description,
                 delay,
             )
-            time.sleep(delay)
+            sleep(delay)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -114,6 +121,7 @@ def call_openai(
     where: Callable[[], str],
     error: type[RagError],
     rejection: Callable[[int, Exception], str],
+    sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """``retry_call`` for the ``openai`` client: sort its exceptions into transient and final.
 
@@ -140,7 +148,7 @@ def call_openai(
             # A malformed body (bad JSON, no data) will not get better by asking again.
             raise error(f"{where()} returned an unusable response: {exc}") from exc
 
-    return retry_call(attempt, policy, where=where, error=error)
+    return retry_call(attempt, policy, where=where, error=error, sleep=sleep)
 
 
 def openai_error_message(exc: Exception) -> str:

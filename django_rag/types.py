@@ -23,6 +23,7 @@ __all__ = [
     "UNSUPPORTED_TYPE",
     "Answer",
     "ChunkData",
+    "Completion",
     "Hit",
     "IngestResult",
     "RagDocument",
@@ -169,12 +170,27 @@ class SyncResult:
 
 
 @dataclass
+class Completion:
+    """What the chat backend returned for one answer: its model, its text, its token usage."""
+
+    model: str
+    text: str
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
 class Answer:
-    """The result of ``ask``: generated text and the hits it cites."""
+    """The result of ``ask``: the text, the hits it cites, every hit it was given, the completion.
+
+    ``citations`` are in order of first citation; ``sources[n - 1]`` is passage ``[n]``;
+    ``completion`` is None when no backend was called (no passage found).
+    """
 
     text: str
     citations: list[Hit] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=dict)
+    sources: list[Hit] = field(default_factory=list)
+    completion: Completion | None = None
 
 
 @dataclass

@@ -12,7 +12,6 @@ from pathlib import Path
 from django_rag.database import database_config, embedded_data_dir
 from django_rag.web.headers import DEFAULT_CSP
 
-
 BASE_DIR = Path(__file__).resolve().parent
 
 
@@ -101,11 +100,19 @@ RAG = {
         # Portuguese articles: stemmed with PostgreSQL's portuguese text search configuration.
         "artigos": {"TEXT_CONFIG": "portuguese", "CHUNK_SIZE": 128, "CHUNK_OVERLAP": 16},
     },
-    # The chat model is the default OpenAIChat: set OPENAI_API_KEY (and OPENAI_BASE_URL for a local
-    # OpenAI-compatible server such as Ollama or vLLM) to answer questions at /kb/ask/.
+    # No RAG["CHAT"] here: answers quote the documents' sentences (no language model, no key).
+    # With OPENAI_API_KEY set (and OPENAI_BASE_URL for a local server such as Ollama or vLLM), a
+    # model writes them instead: see below.
     # /kb/: every user belongs to one tenant (a "tenant:acme" group) and searches only its documents.
     "WEB": {"SCOPE": "example_project.kb.scope.scope", "ASK_RATE": "30/m"},
 }
+
+if os.environ.get("OPENAI_API_KEY"):
+    RAG["CHAT"] = {
+        "BACKEND": "django_rag.answer.chat.OpenAIChat",
+        "MODEL": os.environ.get("OPENAI_CHAT_MODEL", "gpt-4o-mini"),
+        "DEADLINE": 30,  # seconds for a whole answer, retries included
+    }
 
 # Celery (example_project/celery.py). With no broker, uploads are queued in the database (the
 # Tasks API below) and `manage.py db_worker` ingests them; with one

@@ -12,7 +12,7 @@ from django.db import connection
 from django.test import override_settings
 
 import django_rag as rag
-from django_rag.checks import check_database, check_settings
+from django_rag.checks import check_answers, check_database, check_settings
 from django_rag.ddl import IndexSpec
 
 HASHING = "django_rag.embedders.hashing.HashingEmbedder"
@@ -202,3 +202,35 @@ def test_a_router_reading_from_the_read_database_is_not_a_routing_mistake() -> N
     replica = {**settings.RAG, "READ_DATABASE": "other"}
     with override_settings(RAG=replica, DATABASE_ROUTERS=["django_rag.routers.RagRouter"]):
         assert check_settings() == []
+
+
+def test_without_a_chat_setting_check_says_answers_are_quoted() -> None:
+    [info] = check_answers()
+    assert info.id == "django_rag.I006" and "answers quote sentences from the documents" in info.msg
+    with override_settings(
+        RAG={**settings.RAG, "CHAT": {"BACKEND": "django_rag.answer.extractive.ExtractiveChat"}}
+    ):
+        assert check_answers() == []
+
+
+def test_a_chat_model_without_a_key_is_a_warning_naming_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    chat = {"BACKEND": "django_rag.answer.chat.OpenAIChat", "MODEL": "gpt-4o-mini"}
+    with override_settings(RAG={**settings.RAG, "CHAT": chat}):
+        [warning] = check_settings()
+    assert warning.id == "django_rag.W005"
+    assert warning.msg.startswith("OpenAIChat (gpt-4o-mini) has no API key: set RAG['CHAT']['API_KEY']")
+
+
+def test_a_chat_server_that_cannot_be_reached_is_a_warning_naming_base_url() -> None:
+    chat = {
+        "BACKEND": "django_rag.answer.chat.OpenAIChat",
+        "API_KEY": "k",
+        "BASE_URL": "http://127.0.0.1:9/v1",
+    }
+    with override_settings(RAG={**settings.RAG, "CHAT": chat}):
+        [warning] = check_settings()
+    assert warning.id == "django_rag.W006"
+    assert warning.msg.startswith(
+        "the chat server at http://127.0.0.1:9/v1 (RAG['CHAT']['BASE_URL']) cannot be reached"
+    )

@@ -38,6 +38,7 @@ from tests.isolation_corpus import (
     tenants,
     visible,
 )
+from tests.web_support import body as text_of
 from tests.web_support import login
 
 pytestmark = pytest.mark.django_db
@@ -160,7 +161,7 @@ def test_search_page_and_json_show_only_the_scopes_documents_and_facets(
     response = client.get("/kb/api/search/", params)
     if not scope.reaches_collection or collection != NAME:
         assert response.status_code == 404
-        assert not markers_in(response.content.decode())
+        assert not markers_in(text_of(response))
         return
     assert response.status_code == 200
     data = response.json()
@@ -169,9 +170,9 @@ def test_search_page_and_json_show_only_the_scopes_documents_and_facets(
     assert sorted(r["chunk"] for r in data["results"]) == sorted(corpus.chunks(shown))
     # Facets count every hit of the search (before the tag narrows it): only the scope's documents.
     assert dict(data["facets"]["tags"]) == dict(Counter(t for doc in expected for t in doc.tags))
-    assert not markers_in(response.content.decode()) & forbidden_markers(shown, words)
+    assert not markers_in(text_of(response)) & forbidden_markers(shown, words)
 
-    page = html.unescape(client.get("/kb/", params).content.decode())
+    page = html.unescape(text_of(client.get("/kb/", params)))
     assert not markers_in(page) & forbidden_markers(shown, words)
     assert {doc.marker for doc in shown} <= markers_in(page)
 
@@ -200,13 +201,13 @@ def test_ask_page_and_json_send_and_show_only_the_scopes_passages(
         chat_server.reset()
         if how == "page":
             response = client.post("/kb/ask/", body)
-            shown = html.unescape(response.content.decode())
+            shown = html.unescape(text_of(response))
         elif how == "stream":
             response = client.post("/kb/api/ask/", {**body, "stream": "1"})
             shown = b"".join(response.streaming_content).decode() if response.status_code == 200 else ""
         else:
             response = client.post("/kb/api/ask/", json.dumps(body), content_type="application/json")
-            shown = response.content.decode()
+            shown = text_of(response)
         if not scope.reaches_collection:
             assert response.status_code == 404, how
             assert not chat_server.requests, how
@@ -239,7 +240,7 @@ def test_the_source_view_opens_only_the_scopes_documents(
     use_scope(scope)
     for doc in docs:
         response = client.get(f"/kb/source/{corpus.document_ids[doc.number]}/", extra)
-        page = html.unescape(response.content.decode())
+        page = html.unescape(text_of(response))
         event(f"source: {'allowed' if scope.allows(doc) else 'refused'}")
         if scope.allows(doc):
             assert response.status_code == 200
@@ -270,5 +271,5 @@ def test_the_admin_retrieval_test_shows_staff_only_their_scope(
     params |= {"vector_weight": 1, "text_weight": 1, "rrf_k": 60}
     response = admin.get(f"/admin/django_rag/collection/{corpus.kb.pk}/retrieval-test/", params)
     assert response.status_code == 200
-    shown = markers_in(html.unescape(response.content.decode()))
+    shown = markers_in(html.unescape(text_of(response)))
     assert shown == {doc.marker for doc in visible(scope.allows)}

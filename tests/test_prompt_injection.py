@@ -28,6 +28,7 @@ from django_rag.answer.prompts import neutralise
 from django_rag.models import Document
 from django_rag.testing import OpenAICompatibleServer
 from django_rag.web.results import Result, render_answer
+from tests.web_support import body
 
 pytestmark = pytest.mark.django_db
 pytest_plugins = ["tests.conftest_web"]
@@ -285,7 +286,7 @@ def test_a_citation_beyond_the_scoped_hits_is_neither_listed_nor_linked(
     question = {"q": "how long are snapshots kept?", "mode": "vector"}
 
     data = alice.post("/kb/api/ask/", question).json()
-    page = alice.post("/kb/ask/", question).content.decode()
+    page = body(alice.post("/kb/ask/", question))
     events = [
         json.loads(line)
         for line in b"".join(
@@ -308,7 +309,7 @@ def test_markup_in_an_answer_cannot_link_a_document_outside_the_hits(web, docs, 
         f"<script>alert(1)</script>"
     )
 
-    page = alice.post("/kb/ask/", {"q": "how long are snapshots kept?", "mode": "vector"}).content.decode()
+    page = body(alice.post("/kb/ask/", {"q": "how long are snapshots kept?", "mode": "vector"}))
 
     assert f'href="{forged}"' not in page
     assert "<script>alert(1)</script>" not in page

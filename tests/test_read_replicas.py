@@ -22,6 +22,7 @@ from django.db import connections
 from django.test import override_settings
 
 import django_rag as rag
+from django_rag.answer import answer_prompt, prepare
 from django_rag.answer.chat import OpenAIChat
 from django_rag.models import Chunk, Collection, Document
 from django_rag.testing import OpenAICompatibleServer
@@ -183,8 +184,11 @@ def test_ask_is_served_by_the_replica(replicated: ReplicationPair) -> None:
     kb = indexed(replicated)
     with OpenAICompatibleServer(dimensions=64) as server:
         chat = OpenAIChat(base_url=server.base_url, api_key="test", max_retries=0)
+        # ask's search (prepare) runs on the replica; the chat call then closes the connection
+        # (no connection is held while a model writes), so it is checked before that.
         with served_by(REPLICA, replicated):
-            answer = kb.ask("how often do backups run?", chat=chat)
+            prompt = prepare(kb, "how often do backups run?")
+        answer = answer_prompt(prompt, chat=chat)
     assert answer.citations and all(hit.document._state.db == REPLICA for hit in answer.citations)
 
 

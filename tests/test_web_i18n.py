@@ -13,7 +13,7 @@ import pytest
 from django.core.management import call_command
 
 import django_rag as rag
-from tests.web_support import login
+from tests.web_support import body, login
 
 pytestmark = pytest.mark.django_db
 pytest_plugins = ["tests.conftest_web"]
@@ -52,12 +52,12 @@ def test_the_committed_catalogue_is_compiled_from_the_committed_translations(tmp
 def test_the_pages_speak_portuguese(web, docs, settings) -> None:
     settings.LANGUAGE_CODE = "pt-br"
     alice = login("alice")
-    page = html.unescape(alice.get("/kb/", {"q": "snapshots", "mode": "text"}).content.decode())
+    page = html.unescape(body(alice.get("/kb/", {"q": "snapshots", "mode": "text"})))
     assert '<html lang="pt-br">' in page
     assert "Buscar na base de conhecimento" in page and "Abrir a fonte na página 3" in page
     error = alice.get("/kb/api/search/", {"q": ""}).json()
     assert error["error"] == "Digite uma consulta."
-    answer = html.unescape(alice.post("/kb/ask/", {"q": "capital do Peru?", "mode": "text"}).content.decode())
+    answer = html.unescape(body(alice.post("/kb/ask/", {"q": "capital do Peru?", "mode": "text"})))
     assert "Não tenho informação suficiente nos documentos disponíveis" in answer
 
 

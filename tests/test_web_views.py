@@ -19,7 +19,7 @@ import django_rag as rag
 from django_rag.models import Document
 from django_rag.web.models import QueryLog
 from tests.mediaapp.models import Upload
-from tests.web_support import login, set_web
+from tests.web_support import body, login, set_web
 
 pytestmark = pytest.mark.django_db
 pytest_plugins = ["tests.conftest_web"]
@@ -32,7 +32,7 @@ ASK_JSON = "/kb/api/ask/"
 
 def text(response) -> str:
     """The body as a reader sees it (HTML entities decoded)."""
-    return html.unescape(response.content.decode())
+    return html.unescape(body(response))
 
 
 # The URLs and access
@@ -284,9 +284,10 @@ def test_an_answer_cites_its_sources_with_links(web, docs, alice, chat_server) -
     assert response.status_code == 200
     page = text(response)
     document = Document.objects.get(source_id="acme/backups", tenant="acme")
+    # The passage's anchor in the source view (the source view's contract), not the whole document.
     url = f"/kb/source/{document.pk}/?passage=0#passage-0"
     assert f'<a class="rag-cite" href="{url}"' in page
-    assert '<ol class="rag-sources">' in page and "Acme backups, page 3" in page
+    assert '<ul class="rag-sources">' in page and "[1] Acme backups, page 3" in page
     assert "Globex" not in page
     assert "volcano" not in json.dumps(chat_server.requests[-1].body)  # the prompt held acme's passages only
 
@@ -299,17 +300,46 @@ def test_without_hits_the_answer_is_not_enough_information_and_no_chat_call(web,
     assert chat_server.requests == []
 
 
-def test_a_chat_backend_that_is_down_gives_a_message_and_a_503(web, docs, alice, settings) -> None:
-    settings.RAG = {**settings.RAG, "CHAT": {**settings.RAG["CHAT"], "BASE_URL": "http://127.0.0.1:1/v1"}}
+def test_a_chat_backend_that_is_down_gives_a_message_and_a_503(web, docs, alice, chat_server) -> None:
+    # A server that fails (500 after its retries) may come back: "try again in a moment".
+    chat_server.fail_next(1, status=500)
     page = alice.post(ASK, {"q": "how long are snapshots kept?", "mode": "text"})
     assert page.status_code == 503
     assert "The answer service is not available right now." in text(page)
+    chat_server.fail_next(1, status=500)
     endpoint = alice.post(ASK_JSON, {"q": "how long are snapshots kept?", "mode": "text"})
     assert endpoint.status_code == 503
+    chat_server.fail_next(1, status=500)
     streamed = alice.post(ASK_JSON, {"q": "how long are snapshots kept?", "mode": "text", "stream": "1"})
     events = [json.loads(line) for line in b"".join(streamed.streaming_content).splitlines()]
     assert [event["type"] for event in events] == ["sources", "error"]
     assert events[-1]["message"].startswith("The answer service is not available right now.")
+
+
+def test_an_unreachable_chat_server_is_not_set_up_and_staff_see_the_cause(web, docs, alice, settings) -> None:
+    settings.RAG = {**settings.RAG, "CHAT": {**settings.RAG["CHAT"], "BASE_URL": "http://127.0.0.1:1/v1"}}
+    question = {"q": "how long are snapshots kept?", "mode": "text"}
+    page = alice.post(ASK, question)
+    assert page.status_code == 503
+    assert "Answers are not set up here." in text(page)
+    assert "127.0.0.1:1" not in text(page)  # the cause is for staff, not for every user
+    endpoint = alice.post(ASK_JSON, question).json()
+    assert endpoint["error"] == "Answers are not set up here."
+    searched = text(alice.get(SEARCH, question))
+    assert "Answers are not set up here." in searched and "Acme backups" in searched  # results still there
+    User.objects.filter(username="alice").update(is_staff=True)
+    staff = text(alice.post(ASK, question))
+    assert "Answers are not set up here." in staff
+    assert "cannot be reached" in staff and "RAG[&#x27;CHAT&#x27;][&#x27;BASE_URL&#x27;]" not in staff
+    assert "RAG['CHAT']['BASE_URL']" in staff
+
+
+def test_a_missing_key_is_not_set_up_here(web, docs, alice, settings, monkeypatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    settings.RAG = {**settings.RAG, "CHAT": {**settings.RAG["CHAT"], "API_KEY": None}}
+    page = alice.post(ASK, {"q": "how long are snapshots kept?", "mode": "text"})
+    assert page.status_code == 503
+    assert "Answers are not set up here." in text(page) and "try again in a moment" not in text(page)
 
 
 def test_ask_needs_a_csrf_token(web, docs, settings) -> None:
@@ -368,7 +398,9 @@ def test_searches_and_questions_are_logged_with_scope_hits_and_latency(web, docs
     alice.get(SEARCH, {"q": "snapshots kept", "mode": "text"})
     alice.get(SEARCH, {"q": "snapshots kept", "mode": "text", "page": 1, "tag": "handbook"})  # a refinement
     alice.post(ASK, {"q": "zebra?", "mode": "text"})
-    search, ask = QueryLog.objects.order_by("created_at")
+    # The search page's answer is logged as an ask of the same query.
+    search, answered, ask = QueryLog.objects.order_by("created_at", "id")
+    assert (answered.kind, answered.query, answered.hit_count) == ("ask", "snapshots kept", search.hit_count)
     assert (search.kind, search.query, search.mode, search.collection) == (
         "search",
         "snapshots kept",

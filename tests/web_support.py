@@ -36,3 +36,12 @@ def login(username: str, **extra: Any) -> Client:
     client = Client()
     client.force_login(user)
     return client
+
+
+def body(response: Any) -> str:
+    """A response's text, whole: the search page streams its answer into the page."""
+    if getattr(response, "streaming", False):
+        if not hasattr(response, "streamed_text"):  # a stream is read once; keep it for later reads
+            response.streamed_text = b"".join(response.streaming_content).decode()
+        return str(response.streamed_text)
+    return str(response.content.decode())

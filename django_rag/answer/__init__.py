@@ -8,8 +8,11 @@ from .ask import (
     ask,
     check_answer_options,
     prepare,
+    prompt_for,
 )
 from .chat import ChatBackend, ChatStream, Message, OpenAIChat, get_chat, load_chat
+from .conversation import Exchange, carry_terms, standalone_question
+from .extractive import ExtractiveChat
 from .prompts import SYSTEM_PROMPT, build_messages, cited_numbers, format_context
 
 __all__ = [
@@ -18,16 +21,21 @@ __all__ = [
     "AnswerStream",
     "ChatBackend",
     "ChatStream",
+    "Exchange",
+    "ExtractiveChat",
     "Message",
     "OpenAIChat",
     "Prompt",
     "answer_prompt",
     "ask",
     "build_messages",
+    "carry_terms",
     "check_answer_options",
     "cited_numbers",
     "format_context",
     "get_chat",
     "load_chat",
     "prepare",
+    "prompt_for",
+    "standalone_question",
 ]

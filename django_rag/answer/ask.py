@@ -9,6 +9,10 @@ chat model is not called at all.
 Three layers, for callers that need more than ``ask``: ``prepare()`` searches and builds a
 ``Prompt`` (``sources[n - 1]`` is passage ``[n]``), ``answer_prompt()`` asks the model, and
 ``AnswerStream`` streams it.
+
+The request's database connections are closed before a chat model is called (and reopened by
+the next query), so a slow model never holds one; a backend that quotes passages
+(``ExtractiveChat``) answers in-process and keeps them.
 """
 
 from __future__ import annotations
@@ -17,16 +21,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal, Unpack, overload
 
-from django.utils.translation import gettext_lazy as _
-
 from ..conf import rag_settings
-from ..exceptions import QueryError
+from ..embedders import Embedder
+from ..exceptions import QueryError, RagError
 from ..models import Collection
 from ..search import SearchOptions, search
-from ..types import Answer, Hit
+from ..types import Answer, Completion, Hit
 from ..validation import check_bool, check_k, check_optional_text, check_query_text, shown
 from .chat import ChatBackend, Message, get_chat
-from .prompts import build_messages, cited_numbers
+from .deadline import release_connections
+from .extractive import PassageQuoter
+from .prompts import NOT_ENOUGH_INFORMATION, build_messages, check_template, cited_numbers
 
 __all__ = [
     "NOT_ENOUGH_INFORMATION",
@@ -36,9 +41,8 @@ __all__ = [
     "ask",
     "check_answer_options",
     "prepare",
+    "prompt_for",
 ]
-
-NOT_ENOUGH_INFORMATION = _("I don't have enough information in the available documents to answer that.")
 
 
 @dataclass
@@ -48,6 +52,8 @@ class Prompt:
     question: str
     sources: list[Hit]
     messages: list[Message] = field(default_factory=list)
+    # The collection's embedder, for a backend that scores sentences by meaning (ExtractiveChat).
+    embedder: Embedder | None = None
 
     def cited(self, text: str) -> list[tuple[int, Hit]]:
         """``(n, hit)`` for each valid ``[n]`` in ``text``, de-duplicated, in order of first mention."""
@@ -64,6 +70,8 @@ def prepare(
     k: int = 6,
     mode: str = "vector",
     system_prompt: str | None = None,
+    prompt: str | None = None,
+    system: str | None = None,
     using: str | None = None,
     **options: Unpack[SearchOptions],
 ) -> Prompt:
@@ -71,22 +79,40 @@ def prepare(
 
     No chat call yet. ``options`` go to ``search()`` unchanged (``tenant``, ``tags``,
     ``filters``, ``min_score``, ``source_prefix``, ``syntax``, ``rerank``, ``mmr``...);
-    ``system_prompt`` replaces ``SYSTEM_PROMPT``.
+    ``system_prompt`` replaces ``SYSTEM_PROMPT``, ``system`` adds instructions after it, and
+    ``prompt`` is the user message, with ``{context}`` and ``{question}`` where they go.
     """
     question = check_query_text(question, "the question")
     check_k(k)
     check_optional_text(system_prompt, "system_prompt")
-    hits = search(_collection(collection, using), question, k=k, mode=mode, using=using, **options)
-    messages = build_messages(question, hits, system_prompt) if hits else []
-    return Prompt(question=question, sources=list(hits), messages=messages)
+    check_optional_text(system, "system")
+    check_optional_text(prompt, "prompt")
+    if prompt is not None:
+        check_template(prompt)
+    kb = _collection(collection, using)
+    hits = search(kb, question, k=k, mode=mode, using=using, **options)
+    messages = build_messages(question, hits, system_prompt, template=prompt, system=system) if hits else []
+    return Prompt(question=question, sources=list(hits), messages=messages, embedder=_embedder(kb))
+
+
+def prompt_for(question: str, hits: list[Hit], *, embedder: Embedder | None = None) -> Prompt:
+    """A ``Prompt`` over hits found elsewhere (the search page answers from its own results)."""
+    messages = build_messages(question, hits) if hits else []
+    return Prompt(question=question, sources=list(hits), messages=messages, embedder=embedder)
 
 
 def answer_prompt(prompt: Prompt, *, chat: ChatBackend | None = None) -> Answer:
     """Ask the chat model (default ``RAG["CHAT"]``) and map its ``[n]`` citations to ``prompt.sources``."""
     if not prompt.sources:
         return _not_enough()
-    text, usage = (chat or get_chat()).complete(prompt.messages)
-    return Answer(text=text, citations=prompt.citations(text), usage=usage)
+    backend = chat or get_chat()
+    usage: dict[str, int] = {}
+    if isinstance(backend, PassageQuoter):
+        text = backend.quote_passages(prompt.question, prompt.sources, prompt.embedder)
+    else:
+        release_connections()
+        text, usage = backend.complete(prompt.messages)
+    return _answer(prompt, backend, text, usage)
 
 
 class AnswerStream:
@@ -136,11 +162,19 @@ class AnswerStream:
             yield answer.text
             self._answer = answer
             return
-        stream = (self._chat or get_chat()).stream(self.prompt.messages)
+        backend = self._chat or get_chat()
+        if isinstance(backend, PassageQuoter):
+            text = backend.quote_passages(self.prompt.question, self.prompt.sources, self.prompt.embedder)
+            self._parts.append(text)
+            yield text
+            self._answer = _answer(self.prompt, backend, text, {})
+            return
+        release_connections()
+        stream = backend.stream(self.prompt.messages)
         for delta in stream:
             self._parts.append(delta)
             yield delta
-        self._answer = Answer(text=self.text, citations=self.citations, usage=dict(stream.usage))
+        self._answer = _answer(self.prompt, backend, self.text, dict(stream.usage))
 
 
 @overload
@@ -153,6 +187,8 @@ def ask(
     mode: str = ...,
     chat: ChatBackend | None = ...,
     system_prompt: str | None = ...,
+    prompt: str | None = ...,
+    system: str | None = ...,
     using: str | None = ...,
     **options: Unpack[SearchOptions],
 ) -> Answer: ...
@@ -166,6 +202,8 @@ def ask(
     mode: str = ...,
     chat: ChatBackend | None = ...,
     system_prompt: str | None = ...,
+    prompt: str | None = ...,
+    system: str | None = ...,
     using: str | None = ...,
     **options: Unpack[SearchOptions],
 ) -> AnswerStream: ...
@@ -178,10 +216,12 @@ def ask(
     mode: str = "vector",
     chat: ChatBackend | None = None,
     system_prompt: str | None = None,
+    prompt: str | None = None,
+    system: str | None = None,
     using: str | None = None,
     **options: Unpack[SearchOptions],
 ) -> Answer | AnswerStream:
-    """Answer ``question`` from ``collection``: ``Answer(text, citations, usage)``.
+    """Answer ``question`` from ``collection``: ``Answer(text, citations, usage, sources, completion)``.
 
     ``citations`` are the hits the reply cites as ``[n]``, in order of first mention
     (numbers outside the context are ignored). ``chat`` defaults to ``RAG["CHAT"]``; the other
@@ -197,12 +237,20 @@ def ask(
     ``NOT_ENOUGH_INFORMATION`` and the chat model is not called.
     """
     check_answer_options(stream, chat)
-    prompt = prepare(
-        collection, question, k=k, mode=mode, system_prompt=system_prompt, using=using, **options
+    prepared = prepare(
+        collection,
+        question,
+        k=k,
+        mode=mode,
+        system_prompt=system_prompt,
+        prompt=prompt,
+        system=system,
+        using=using,
+        **options,
     )
     if stream:
-        return AnswerStream(prompt, chat=chat)
-    return answer_prompt(prompt, chat=chat)
+        return AnswerStream(prepared, chat=chat)
+    return answer_prompt(prepared, chat=chat)
 
 
 def check_answer_options(stream: object, chat: object) -> None:
@@ -214,6 +262,19 @@ def check_answer_options(stream: object, chat: object) -> None:
 
 def _not_enough() -> Answer:
     return Answer(text=str(NOT_ENOUGH_INFORMATION), citations=[], usage={})
+
+
+def _answer(prompt: Prompt, backend: ChatBackend, text: str, usage: dict[str, int]) -> Answer:
+    completion = Completion(model=str(getattr(backend, "model", "")), text=text, usage=usage)
+    citations = prompt.citations(text)
+    return Answer(text=text, citations=citations, usage=usage, sources=prompt.sources, completion=completion)
+
+
+def _embedder(kb: Collection) -> Embedder | None:
+    try:
+        return kb.get_embedder()
+    except RagError:  # a collection with no usable space yet: the quoter scores by terms alone
+        return None
 
 
 def _collection(collection: Collection | str, using: str | None) -> Collection:

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..backends import load_backend, one_per_process
 from ..conf import on_rag_change, rag_settings
-from ..exceptions import ChatError, ConfigurationError
+from ..exceptions import ChatDeadlineError, ChatError, ChatUnreachableError, ConfigurationError
 from ..retry import RetryPolicy, call_openai, openai_error_message
+from .deadline import Deadline, within
 
 if TYPE_CHECKING:
     import openai
@@ -78,8 +79,13 @@ class OpenAIChat:
             "BACKEND": "django_rag.answer.chat.OpenAIChat",
             "MODEL": "gpt-4o-mini",
             # optional: API_KEY (default: $OPENAI_API_KEY), BASE_URL, ORGANIZATION, TEMPERATURE,
-            # MAX_TOKENS, TIMEOUT, MAX_RETRIES, BACKOFF_BASE, BACKOFF_MAX, STREAM_USAGE
+            # MAX_TOKENS, DEADLINE, TIMEOUT, MAX_RETRIES, BACKOFF_BASE, BACKOFF_MAX, STREAM_USAGE
         }
+
+    ``DEADLINE`` (seconds, default 60) bounds a whole answer: connecting, waiting for the first
+    token, every later token and every retry. Past it the call raises ``ChatDeadlineError``,
+    even from a server that hangs or trickles a byte at a time (``django_rag.answer.deadline``).
+    ``TIMEOUT`` caps one HTTP attempt within it.
 
     Retries follow the embedder's policy (see ``django_rag.retry``). A stream is retried only
     until its first byte: once deltas have been handed out, a broken stream is a ``ChatError``.
@@ -97,6 +103,7 @@ class OpenAIChat:
         temperature: float | None = None,
         max_tokens: int | None = None,
         timeout: float = 60.0,
+        deadline: float = 60.0,
         max_retries: int = 5,
         backoff_base: float = 0.5,
         backoff_max: float = 20.0,
@@ -107,6 +114,8 @@ class OpenAIChat:
         api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         if timeout <= 0:
             raise ConfigurationError("OpenAIChat needs TIMEOUT > 0")
+        if isinstance(deadline, bool) or not isinstance(deadline, int | float) or deadline <= 0:
+            raise ConfigurationError(f"OpenAIChat needs DEADLINE > 0 (seconds), got {deadline!r}")
         if max_tokens is not None and max_tokens < 1:
             raise ConfigurationError("OpenAIChat needs MAX_TOKENS >= 1 (or None for the model's limit)")
         self.model = model
@@ -117,6 +126,7 @@ class OpenAIChat:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.timeout = float(timeout)
+        self.deadline = float(deadline)
         self.retry_policy = RetryPolicy(int(max_retries), float(backoff_base), float(backoff_max))
         self.stream_usage = bool(stream_usage)
 
@@ -143,14 +153,31 @@ class OpenAIChat:
         )
 
     def complete(self, messages: Sequence[Message]) -> tuple[str, Usage]:
-        response = self._create(messages)
+        deadline = Deadline(self.deadline, where=self._where)
+
+        def produce() -> Generator[Any, None, None]:
+            yield self._create(messages, deadline)
+
+        [response] = list(within(deadline, produce))
         if not response.choices:
             raise ChatError(f"{self._where()} returned no choices")
         return response.choices[0].message.content or "", _usage(response.usage)
 
     def stream(self, messages: Sequence[Message]) -> ChatStream:
         extra: dict[str, Any] = {"stream_options": {"include_usage": True}} if self.stream_usage else {}
-        return ChatStream(self._deltas(self._create(messages, stream=True, **extra)))
+        deadline = Deadline(self.deadline, where=self._where)
+        opened: list[Any] = []
+
+        def produce() -> Generator[str, None, Usage]:
+            response = self._create(messages, deadline, stream=True, **extra)
+            opened.append(response)
+            return (yield from self._deltas(response))
+
+        def abort() -> None:
+            if opened:
+                opened[0].close()
+
+        return ChatStream(within(deadline, produce, abort=abort))
 
     def _deltas(self, response: Any) -> Generator[str, None, Usage]:
         usage: Usage = {}
@@ -166,20 +193,39 @@ class OpenAIChat:
             raise ChatError(f"the stream from {self._where()} broke off: {exc}") from exc
         return usage
 
-    def _create(self, messages: Sequence[Message], **options: Any) -> Any:
+    def _create(self, messages: Sequence[Message], deadline: Deadline, **options: Any) -> Any:
         params: dict[str, Any] = {"model": self.model, "messages": list(messages), **options}
         if self.temperature is not None:
             params["temperature"] = self.temperature
         if self.max_tokens is not None:
             params["max_tokens"] = self.max_tokens
-        return call_openai(
-            lambda: self.client.chat.completions.create(**params),
-            self.retry_policy,
-            timeout=self.timeout,
-            where=self._where,
-            error=ChatError,
-            rejection=self._rejection,
-        )
+
+        def attempt() -> Any:
+            deadline.check()
+            timeout = deadline.attempt_timeout(self.timeout)
+            return self.client.chat.completions.create(**params, timeout=timeout)
+
+        try:
+            return call_openai(
+                attempt,
+                self.retry_policy,
+                timeout=self.timeout,
+                where=self._where,
+                error=ChatError,
+                rejection=self._rejection,
+                sleep=deadline.sleep,
+            )
+        except ChatDeadlineError:
+            raise
+        except ChatError as exc:
+            if deadline.expired:
+                raise deadline.error() from exc
+            if _unreachable(exc.__cause__):
+                raise ChatUnreachableError(
+                    f"{self._where()} cannot be reached ({exc.__cause__}); check RAG['CHAT']['BASE_URL'] "
+                    "(or OPENAI_BASE_URL) and that the server is running"
+                ) from exc
+            raise
 
     def _rejection(self, status: int, exc: Exception) -> str:
         detail = openai_error_message(exc)
@@ -205,6 +251,12 @@ class OpenAIChat:
 
     def __repr__(self) -> str:
         return f"<OpenAIChat {self.model}>"
+
+
+def _unreachable(cause: BaseException | None) -> bool:
+    """A failed connection (refused, no route, unknown host), not a slow or refusing server."""
+    openai = _import_openai()
+    return isinstance(cause, openai.APIConnectionError) and not isinstance(cause, openai.APITimeoutError)
 
 
 def _usage(usage: Any) -> Usage:

@@ -22,9 +22,23 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from django.utils.translation import gettext_lazy as _
+
+from ..exceptions import QueryError
 from ..types import Hit
 
-__all__ = ["CITATION", "SYSTEM_PROMPT", "build_messages", "cited_numbers", "format_context", "neutralise"]
+__all__ = [
+    "CITATION",
+    "NOT_ENOUGH_INFORMATION",
+    "SYSTEM_PROMPT",
+    "build_messages",
+    "check_template",
+    "cited_numbers",
+    "format_context",
+    "neutralise",
+]
+
+NOT_ENOUGH_INFORMATION = _("I don't have enough information in the available documents to answer that.")
 
 SYSTEM_PROMPT = """\
 You answer questions using only the numbered passages in the <context> block of the user's message.
@@ -95,18 +109,44 @@ def format_context(hits: Sequence[Hit]) -> str:
 
 
 def build_messages(
-    question: str, hits: Sequence[Hit], system_prompt: str | None = None
+    question: str,
+    hits: Sequence[Hit],
+    system_prompt: str | None = None,
+    *,
+    template: str | None = None,
+    system: str | None = None,
 ) -> list[dict[str, str]]:
     """The system rules, then one user message holding the context block and the question.
 
     One user message, not two: several chat templates (Llama, Mistral on vLLM) reject two
-    user turns in a row.
+    user turns in a row. ``system_prompt`` replaces the rules; ``system`` adds instructions
+    after them; ``template`` is the user message with ``{context}`` and ``{question}`` in it
+    (the context block and the question, both neutralised, replace them; other braces stay).
     """
-    user = f"{format_context(hits)}\n\n<question>\n{neutralise(question).strip()}\n</question>"
-    return [
-        {"role": "system", "content": SYSTEM_PROMPT if system_prompt is None else system_prompt},
-        {"role": "user", "content": user},
-    ]
+    context = format_context(hits)
+    asked = f"<question>\n{neutralise(question).strip()}\n</question>"
+    if template is None:
+        user = f"{context}\n\n{asked}"
+    else:
+        check_template(template)
+        # One pass, so a question that contains "{context}" is not expanded a second time.
+        user = re.sub(
+            r"\{(context|question)\}", lambda m: context if m.group(1) == "context" else asked, template
+        )
+    rules = SYSTEM_PROMPT if system_prompt is None else system_prompt
+    if system:
+        extra = "Additional instructions from the site (the rules above still apply):"
+        rules = f"{rules}\n\n{extra}\n{system.strip()}"
+    return [{"role": "system", "content": rules}, {"role": "user", "content": user}]
+
+
+def check_template(template: str) -> None:
+    """A custom user prompt must place both the passages and the question."""
+    missing = [name for name in ("{context}", "{question}") if name not in template]
+    if missing:
+        raise QueryError(
+            f"prompt must contain {' and '.join(missing)} (where the passages and the question go)"
+        )
 
 
 def _title(hit: Hit) -> str:

@@ -2,13 +2,16 @@
 
 Embeddings are the ``HashingEmbedder``'s (deterministic, offline); chat answers are canned but
 cite ``[1]`` when the prompt holds numbered context. Failures and delays can be injected to
-exercise retry and timeout paths::
+exercise retry and timeout paths, and a server can hang or trickle to exercise deadlines::
 
     with OpenAICompatibleServer() as server:
         server.fail_next(2, status=429, retry_after=0.1)
         embedder = OpenAIEmbedder(base_url=server.base_url, api_key="test", dimensions=64)
         embedder.embed_documents(["a", "b"])
         assert len(server.requests) == 3
+
+        server.hang_next()                 # accept the next request and never answer it
+        server.trickle_next(interval=2.0)  # answer it with one byte every 2 s, forever
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ class OpenAICompatibleServer:
         self._requests: list[RecordedRequest] = []
         self._failures: deque[tuple[int, float | None]] = deque()
         self._delays: deque[float] = deque()
+        self._stalls: deque[tuple[str, float]] = deque()
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -122,6 +126,17 @@ class OpenAICompatibleServer:
         with self._lock:
             self._delays.extend([seconds] * count)
 
+    def hang_next(self, count: int = 1) -> None:
+        """Accept the next ``count`` authorised requests and send nothing back until ``stop()``."""
+        with self._lock:
+            self._stalls.extend([("hang", 0.0)] * count)
+
+    def trickle_next(self, count: int = 1, interval: float = 2.0) -> None:
+        """Answer the next ``count`` authorised requests with a 200 and then one byte every
+        ``interval`` seconds, never finishing (a per-read timeout never fires on such a server)."""
+        with self._lock:
+            self._stalls.extend([("trickle", interval)] * count)
+
     @property
     def requests(self) -> list[RecordedRequest]:
         """A snapshot of every request received so far, in arrival order."""
@@ -134,6 +149,7 @@ class OpenAICompatibleServer:
             self._requests.clear()
             self._failures.clear()
             self._delays.clear()
+            self._stalls.clear()
 
     # request handling (called from handler threads)
 
@@ -157,8 +173,11 @@ class OpenAICompatibleServer:
         with self._lock:
             delay = self._delays.popleft() if self._delays else 0.0
             failure = self._failures.popleft() if self._failures else None
+            stall = self._stalls.popleft() if self._stalls else None
         if delay and self._stopping.wait(delay):
             return None
+        if stall is not None:
+            return self._stall(handler, *stall)
         if failure is not None:
             status, retry_after = failure
             extra = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
@@ -175,6 +194,26 @@ class OpenAICompatibleServer:
             ]
             return _json(handler, 200, {"object": "list", "data": data})
         return _error(handler, 404, f"Unknown request URL: {method} {handler.path}.", code="unknown_url")
+
+    def _stall(self, handler: _Handler, mode: str, interval: float) -> None:
+        if mode == "hang":
+            self._stopping.wait()
+            return None
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.end_headers()
+        handler.wfile.flush()
+        # An SSE comment line, one byte at a time: valid, endless, never a complete event.
+        payload = b": still thinking" * 1000
+        for byte in payload:
+            if self._stopping.wait(interval):
+                return None
+            try:
+                handler.wfile.write(bytes([byte]))
+                handler.wfile.flush()
+            except OSError:  # the client gave up and closed the socket
+                return None
+        return None
 
     def _embeddings(self, handler: _Handler, body: Any) -> None:
         if not isinstance(body, dict) or "model" not in body or "input" not in body:

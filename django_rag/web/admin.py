@@ -481,7 +481,17 @@ class _FeedbackFilter(admin.SimpleListFilter):
 
 @admin.register(QueryLog)
 class QueryLogAdmin(_ReadOnly):
-    list_display = ["created_at", "kind", "query", "collection", "user", "hit_count", "latency", "rating"]
+    list_display = [
+        "created_at",
+        "kind",
+        "query",
+        "collection",
+        "user",
+        "hit_count",
+        "latency",
+        "rating",
+        "conversation",
+    ]
     list_filter = ["kind", "collection", _FeedbackFilter, "created_at"]
     search_fields = ["query", "feedback_comment"]
     date_hierarchy = "created_at"

@@ -5,8 +5,13 @@ Same access, scope and validation as the pages. Errors are ``{"error": message, 
 
 ``ask_json`` with ``stream=1`` answers ``application/x-ndjson``, one JSON object per line:
 ``{"type": "sources", "sources": [...]}`` first, then ``{"type": "delta", "text": ...}`` as the
-model writes, then ``{"type": "done", "answer", "citations", "entry", "html"}`` or
-``{"type": "error", "message"}``.
+model writes, then ``{"type": "done", "answer", "citations", "entry", "conversation", "html"}``
+or ``{"type": "error", "message", "status"}``.
+
+``ask_json`` takes an optional ``conversation`` (an id of one's own conversation, in the same
+scope) and returns the conversation the answer joined (started by a first question).
+``conversations_json`` lists one's conversations; ``conversation_json`` gives one (GET) or
+deletes it (DELETE).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from django.utils.translation import gettext as _
 
 from ..answer import cited_numbers
 from ..exceptions import RagError
+from .answering import Question, answer_context, finish, question_for
 from .conf import web_settings
 from .forms import AskForm, SearchForm, form_error
 from .querylog import finish_ask
@@ -31,13 +37,13 @@ from .scope import visible_collections
 from .service import (
     Asking,
     WebError,
-    chat_unavailable,
+    answer_failure,
     json_response,
     pick_collection,
     scoped_search,
     start_ask,
 )
-from .views import RagView, answer_context, rate_limited
+from .views import RagView, rate_limited
 
 __all__ = ["AskJsonView", "SearchJsonView"]
 
@@ -100,11 +106,15 @@ class AskJsonView(_JsonView):
         form = AskForm(data, collections=visible_collections(request))
         if not form.is_valid():
             return self.invalid(form)
-        kb = pick_collection(request, form.cleaned_data["collection"])
-        asking = start_ask(request, self.scope, kb, form.cleaned_data["q"], form.cleaned_data["mode"])
+        cleaned = form.cleaned_data
+        kb = pick_collection(request, cleaned["collection"])
+        question = question_for(request, self.scope, cleaned["q"], cleaned["conversation"])
+        asking = start_ask(
+            request, self.scope, kb, cleaned["q"], cleaned["mode"], search_for=question.standalone
+        )
         if str(data.get("stream", "")).lower() in ("1", "true", "yes"):
             response = StreamingHttpResponse(
-                self._events(request, asking), content_type="application/x-ndjson"
+                self._events(request, asking, question), content_type="application/x-ndjson"
             )
             response["Cache-Control"] = "no-cache"
             response["X-Accel-Buffering"] = "no"  # nginx would hold the stream back otherwise
@@ -113,15 +123,17 @@ class AskJsonView(_JsonView):
             answer = asking.stream.answer
         except RagError as exc:
             finish_ask(asking.entry, answer="", latency_ms=asking.elapsed_ms)
-            raise WebError(503, chat_unavailable(exc)) from exc
-        finish_ask(asking.entry, answer=answer.text, latency_ms=asking.elapsed_ms)
-        sources = [result_for(hit, n, asking.question) for n, hit in enumerate(asking.stream.sources, 1)]
+            raise answer_failure(request, exc) from exc
+        conversation = finish(request, self.scope, asking, question, answer.text)
+        sources = _sources(asking)
         return json_response(
             {
                 "answer": answer.text,
                 "citations": cited_numbers(answer.text, len(sources)),
-                "sources": [source.as_json() for source in sources],
+                "sources": sources,
                 "entry": asking.entry.pk if asking.entry is not None else None,
+                "conversation": conversation.pk if conversation is not None else None,
+                "searched_for": question.standalone,
             }
         )
 
@@ -139,6 +151,8 @@ class AskJsonView(_JsonView):
             value = body.get(key)
             if key == "stream" and isinstance(value, bool):
                 value = "true" if value else ""
+            if key == "conversation" and isinstance(value, int) and not isinstance(value, bool):
+                value = str(value)
             if value is None:
                 continue
             # Form fields take strings; serialising anything else would read {"q": 5} as the question "5".
@@ -149,21 +163,22 @@ class AskJsonView(_JsonView):
             data[key] = value
         return data
 
-    def _events(self, request: HttpRequest, asking: Asking) -> Iterator[bytes]:
-        sources = [result_for(hit, n, asking.question) for n, hit in enumerate(asking.stream.sources, 1)]
-        yield _line({"type": "sources", "sources": [source.as_json() for source in sources]})
+    def _events(self, request: HttpRequest, asking: Asking, question: Question) -> Iterator[bytes]:
+        sources = _sources(asking)
+        yield _line({"type": "sources", "sources": sources})
         try:
             for delta in asking.stream:
                 yield _line({"type": "delta", "text": delta})
             answer = asking.stream.answer
         except RagError as exc:
             finish_ask(asking.entry, answer="", latency_ms=asking.elapsed_ms)
-            yield _line({"type": "error", "message": chat_unavailable(exc)})
+            error = answer_failure(request, exc)
+            yield _line({"type": "error", "message": error.message, "status": error.status})
             return
-        finish_ask(asking.entry, answer=answer.text, latency_ms=asking.elapsed_ms)
+        conversation = finish(request, self.scope, asking, question, answer.text)
         html = render_to_string(
             "django_rag/_answer.html",
-            answer_context(asking.stream.sources, answer.text, asking.entry, asking.question),
+            answer_context(asking.stream.sources, answer.text, asking.entry, conversation, asking.question),
             request=request,
         )
         yield _line(
@@ -172,9 +187,15 @@ class AskJsonView(_JsonView):
                 "answer": answer.text,
                 "citations": cited_numbers(answer.text, len(sources)),
                 "entry": asking.entry.pk if asking.entry is not None else None,
+                "conversation": conversation.pk if conversation is not None else None,
                 "html": html,
             }
         )
+
+
+def _sources(asking: Asking) -> list[dict[str, Any]]:
+    """The numbered passages as JSON; ``url`` opens the source at the passage."""
+    return [result_for(hit, n, asking.question).as_json() for n, hit in enumerate(asking.stream.sources, 1)]
 
 
 def _line(event: dict[str, Any]) -> bytes:

@@ -4,6 +4,7 @@
   E122 ASK_RATE is malformed; E123 PERMISSIONS names an unknown view;
   E124 a COLLECTIONS entry is not declared in RAG['COLLECTIONS']; E125 a size setting is not a
   positive integer; E126 CSP is not a mapping of directives (Django 6's SECURE_CSP format) or None;
+  E127 SEARCH_ANSWERS is not a bool;
   W126 DatabaseUnavailableMiddleware comes after the session or auth middleware in MIDDLEWARE
 """
 
@@ -30,7 +31,16 @@ _DATABASE_MIDDLEWARE = (
     "django.contrib.auth.middleware.AuthenticationMiddleware",
 )
 
-_SIZES = ("PAGE_SIZE", "MAX_RESULTS", "MAX_K", "MAX_QUERY_CHARS", "ASK_K", "LOG_RETENTION_DAYS")
+_SIZES = (
+    "PAGE_SIZE",
+    "MAX_RESULTS",
+    "MAX_K",
+    "MAX_QUERY_CHARS",
+    "ASK_K",
+    "LOG_RETENTION_DAYS",
+    "CONVERSATION_RETENTION_DAYS",
+)
+_DAYS = ("LOG_RETENTION_DAYS", "CONVERSATION_RETENTION_DAYS")
 
 
 @register()
@@ -86,11 +96,7 @@ def check_web_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
             )
     for key in _SIZES:
         value = settings[key]
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int)
-            or value < (0 if key == "LOG_RETENTION_DAYS" else 1)
-        ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if key in _DAYS else 1):
             errors.append(
                 Error(f"RAG['WEB'][{key!r}] must be a positive integer, got {value!r}", id="django_rag.E125")
             )
@@ -108,6 +114,13 @@ def check_web_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
                 hint='e.g. {"default-src": ["\'self\'"], "frame-ancestors": ["\'none\'"]}, or None to leave '
                 "the header to the site's SECURE_CSP.",
                 id="django_rag.E126",
+            )
+        )
+    if not isinstance(settings["SEARCH_ANSWERS"], bool):
+        errors.append(
+            Error(
+                f"RAG['WEB']['SEARCH_ANSWERS'] must be True or False, got {settings['SEARCH_ANSWERS']!r}",
+                id="django_rag.E127",
             )
         )
     return errors

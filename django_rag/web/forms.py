@@ -26,6 +26,10 @@ class _QueryForm(forms.Form):
     q = forms.CharField(label=_("Query"), strip=True)
     mode = forms.ChoiceField(label=_("Mode"), choices=MODE_CHOICES, required=False)
     collection = forms.CharField(label=_("Collection"), required=False, max_length=100)
+    # The conversation a question continues (one's own, in this scope; checked by the view).
+    conversation = forms.IntegerField(
+        required=False, min_value=1, max_value=2**63 - 1, widget=forms.HiddenInput()
+    )
 
     def __init__(self, *args: Any, collections: list[str] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -35,6 +39,7 @@ class _QueryForm(forms.Form):
         message = _("The query is too long: at most %(limit_value)d characters, it has %(show_value)d.")
         field.validators.append(MaxLengthValidator(limit, message=message))
         field.widget.attrs.update({"maxlength": str(limit), "autocomplete": "off"})
+        self.fields["conversation"].error_messages["invalid"] = _("The conversation must be a number.")
         self.fields["mode"].error_messages["invalid_choice"] = _(
             "Unknown search mode %(value)s; choose hybrid, vector or text."
         )

@@ -1,6 +1,7 @@
-"""The query log: one row per search or question asked through the pages and JSON endpoints.
+"""The query log (one row per search or question asked through the pages and JSON endpoints) and
+the conversations those questions form.
 
-A model of the ``django_rag`` app (migration 0007), defined here beside the views that write it;
+Models of the ``django_rag`` app (migrations 0007, 0012), defined here beside the views that write them;
 ``DjangoRagConfig.ready()`` imports this module, as it does for the ``KnowledgeBase`` proxy.
 """
 
@@ -10,7 +11,64 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-__all__ = ["QueryLog"]
+__all__ = ["Conversation", "QueryLog", "Turn"]
+
+
+class Conversation(models.Model):
+    """A thread of questions and answers, owned by one user (or anonymous session) in one scope.
+
+    Only its owner, asking from the same scope (tenant, tags, collections), ever reaches it;
+    operators read it in the admin within their own scope. Pruned after
+    ``RAG["WEB"]["CONVERSATION_RETENTION_DAYS"]``.
+    """
+
+    created_at = models.DateTimeField(_("started"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("last question"), auto_now=True, db_index=True)
+    title = models.CharField(_("title"), max_length=200)
+    collection = models.CharField(_("collection"), max_length=100)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("user"),
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+    )
+    session_key = models.CharField(max_length=40, blank=True, default="")
+    tenant = models.CharField(_("tenant"), max_length=200, null=True, blank=True, db_index=True)
+    scope = models.JSONField(_("scope"), default=dict, blank=True)
+
+    class Meta:
+        app_label = "django_rag"
+        verbose_name = _("conversation")
+        verbose_name_plural = _("conversations")
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Turn(models.Model):
+    """One question of a conversation: as asked, as searched (standalone), and its answer."""
+
+    conversation = models.ForeignKey(
+        Conversation, verbose_name=_("conversation"), on_delete=models.CASCADE, related_name="turns"
+    )
+    created_at = models.DateTimeField(_("when"), auto_now_add=True)
+    question = models.TextField(_("question"))
+    standalone = models.TextField(_("searched for"), blank=True, default="")
+    answer = models.TextField(_("answer"), blank=True, default="")
+    # The cited sources as shown: [{"number", "title", "url", "document", "chunk"}, ...].
+    sources = models.JSONField(_("sources"), default=list, blank=True)
+
+    class Meta:
+        app_label = "django_rag"
+        verbose_name = _("turn")
+        verbose_name_plural = _("turns")
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return self.question[:80]
 
 
 class QueryLog(models.Model):
@@ -47,6 +105,15 @@ class QueryLog(models.Model):
     feedback = models.SmallIntegerField(_("feedback"), choices=Feedback.choices, null=True, blank=True)
     feedback_comment = models.TextField(_("feedback comment"), blank=True, default="")
     feedback_at = models.DateTimeField(_("feedback given"), null=True, blank=True)
+    # The conversation this ask was a turn of (kept when the conversation is deleted or pruned).
+    conversation = models.ForeignKey(
+        Conversation,
+        verbose_name=_("conversation"),
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="log_entries",
+    )
 
     class Meta:
         app_label = "django_rag"

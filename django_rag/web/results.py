@@ -6,7 +6,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from django.urls import reverse
 from django.utils.html import escape
@@ -18,6 +18,7 @@ from ..search.grouping import Snippet, group_hits, sentence_snippet
 from ..types import Hit
 
 __all__ = [
+    "Cited",
     "Facets",
     "Passage",
     "Result",
@@ -200,7 +201,23 @@ def filter_hits(hits: Sequence[Hit], *, tag: str = "", content_type: str = "") -
     return found
 
 
-def render_answer(text: str, results: Sequence[Result]) -> SafeString:
+class Cited(Protocol):
+    """What an ``[n]`` link needs of its source (a ``Result``, or a citation stored with a turn)."""
+
+    @property
+    def number(self) -> int: ...
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def page(self) -> int | None: ...
+
+
+def render_answer(text: str, results: Sequence[Cited]) -> SafeString:
     """The answer as safe HTML: its text escaped, each valid ``[n]`` a link to source ``n``."""
     by_number = {result.number: result for result in results}
 

@@ -18,9 +18,15 @@ from django.db import DatabaseError
 from django.http import HttpRequest, JsonResponse
 from django.utils.translation import gettext as _
 
-from ..answer import AnswerStream, Prompt
+from ..answer import AnswerStream, Prompt, prompt_for
 from ..api import KnowledgeBase, collection
-from ..exceptions import QueryError, RagError
+from ..exceptions import (
+    ChatDeadlineError,
+    ChatUnreachableError,
+    ConfigurationError,
+    QueryError,
+    RagError,
+)
 from ..types import Hit
 from .conf import web_settings
 from .models import QueryLog
@@ -31,6 +37,8 @@ __all__ = [
     "Asking",
     "Searched",
     "WebError",
+    "answer_failure",
+    "ask_from_search",
     "chat_unavailable",
     "check_access",
     "default_mode",
@@ -161,16 +169,26 @@ class Asking:
         return (time.perf_counter() - self.started) * 1000
 
 
-def start_ask(request: HttpRequest, scope: Scope, kb: KnowledgeBase, question: str, mode: str) -> Asking:
-    """Search for ``question`` within ``scope`` and log it; the chat model is called on iteration."""
+def start_ask(
+    request: HttpRequest,
+    scope: Scope,
+    kb: KnowledgeBase,
+    question: str,
+    mode: str,
+    *,
+    search_for: str | None = None,
+) -> Asking:
+    """Search for ``search_for`` (default ``question``: a follow-up's standalone form) within
+    ``scope`` and log ``question``; the chat model is called on iteration."""
     mode = default_mode(kb, mode)
+    search_for = search_for or question
     started = time.perf_counter()
     if scope.empty:
         stream = AnswerStream(Prompt(question=question, sources=[]))
     else:
         try:
             stream = kb.ask(
-                question,
+                search_for,
                 stream=True,
                 k=web_settings()["ASK_K"],
                 mode=mode,
@@ -192,7 +210,50 @@ def start_ask(request: HttpRequest, scope: Scope, kb: KnowledgeBase, question: s
     return asking
 
 
+def ask_from_search(request: HttpRequest, scope: Scope, searched: Searched, question: str, k: int) -> Asking:
+    """An answer from the first ``k`` hits of a search already made (the search page's), logged as
+    an ask of ``question``; the chat model is called on iteration."""
+    started = time.perf_counter() - searched.latency_ms / 1000
+    hits = searched.hits[:k]
+    try:
+        embedder = searched.kb.get_embedder()
+    except RagError:  # no usable space: the quoting backend scores by terms alone
+        embedder = None
+    stream = AnswerStream(prompt_for(searched.query, hits, embedder=embedder))
+    asking = Asking(kb=searched.kb, question=question, mode=searched.mode, stream=stream, started=started)
+    asking.entry = log_query(
+        request,
+        kind=QueryLog.Kind.ASK,
+        query=question,
+        mode=searched.mode,
+        collection=searched.kb.name,
+        scope=scope,
+        hit_count=len(hits),
+        latency_ms=asking.elapsed_ms,
+    )
+    return asking
+
+
 def chat_unavailable(exc: Exception) -> str:
     """Log a failed chat call; the message its user sees."""
     logger.error("django-rag web: the chat backend failed", exc_info=exc)
     return _("The answer service is not available right now. Please try again in a moment.")
+
+
+def answer_failure(request: HttpRequest, exc: Exception) -> WebError:
+    """A failed answer as its user should read it: the status and a message; staff also see the cause.
+
+    A missing key or an unreachable server is a misconfiguration ("not set up here"), which
+    trying again will not fix; a deadline is a slow model; anything else may pass.
+    """
+    if isinstance(exc, ChatDeadlineError):
+        logger.warning("django-rag web: %s", exc)
+        status, message = 504, _("The answer took too long and was stopped. Please try again later.")
+    elif isinstance(exc, ConfigurationError | ChatUnreachableError):
+        logger.error("django-rag web: answers are not set up: %s", exc)
+        status, message = 503, _("Answers are not set up here.")
+    else:
+        status, message = 503, chat_unavailable(exc)
+    if getattr(request.user, "is_staff", False):
+        message = _("%(message)s Cause (shown to staff only): %(cause)s") % {"message": message, "cause": exc}
+    return WebError(status, message)

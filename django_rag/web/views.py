@@ -17,7 +17,9 @@ from django.core.paginator import Paginator
 from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.http.response import HttpResponseBase
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.views import View
 
@@ -26,6 +28,7 @@ from ..exceptions import RagError
 from ..ingest.registration import registration_for
 from ..models import Chunk, Document
 from ..search.grouping import group_hits
+from .answering import ANSWER_MARKER, Question, answer_context, finish, question_for, stream_page
 from .conf import web_settings
 from .forms import AskForm, FeedbackForm, SearchForm
 from .headers import protect
@@ -33,11 +36,12 @@ from .middleware import UNAVAILABLE, unavailable_response
 from .passages import document_passages
 from .querylog import finish_ask, owned_entry, rate_answer
 from .ratelimit import retry_after
-from .results import facets, filter_hits, render_answer, result_for
+from .results import facets, filter_hits, result_for
 from .scope import Scope, visible_collections
 from .service import (
     WebError,
-    chat_unavailable,
+    answer_failure,
+    ask_from_search,
     check_access,
     json_response,
     pick_collection,
@@ -99,7 +103,7 @@ class SearchView(RagView):
 
     template_name = "django_rag/search.html"
 
-    def get(self, request: HttpRequest) -> HttpResponse:
+    def get(self, request: HttpRequest) -> HttpResponseBase:
         collections = visible_collections(request)
         bound = "q" in request.GET
         form = SearchForm(request.GET if bound else None, collections=collections)
@@ -114,13 +118,27 @@ class SearchView(RagView):
         except WebError as error:
             return self.error_response(error, context)
 
-    def _results(self, request: HttpRequest, data: dict[str, Any], context: dict[str, Any]) -> HttpResponse:
+    def _answers(self, request: HttpRequest, refined: bool) -> bool:
+        """Whether this search gets an answer: on its first page, for users who may ask."""
+        settings = web_settings()
+        permission = settings["PERMISSIONS"].get("ask")
+        allowed = not permission or request.user.has_perm(permission)
+        return bool(settings["SEARCH_ANSWERS"]) and allowed and not refined
+
+    def _results(
+        self, request: HttpRequest, data: dict[str, Any], context: dict[str, Any]
+    ) -> HttpResponseBase:
         settings = web_settings()
         kb = pick_collection(request, data["collection"])
         page_number = data["page"] or 1
         refined = page_number > 1 or bool(data["tag"] or data["type"])
+        answering = self._answers(request, refined)
+        question: Question | None = None
+        if answering:
+            question = question_for(request, self.scope, data["q"], data["conversation"])
+        query = question.standalone if question is not None else data["q"]
         searched = scoped_search(
-            request, self.scope, kb, data["q"], data["mode"], k=settings["MAX_RESULTS"], log=not refined
+            request, self.scope, kb, query, data["mode"], k=settings["MAX_RESULTS"], log=not refined
         )
         hits = filter_hits(searched.hits, tag=data["tag"], content_type=data["type"])
         # One entry per document: pages walk documents, each with its other passages folded in.
@@ -134,7 +152,10 @@ class SearchView(RagView):
         refine = {**params, **{key: data[key] for key in ("tag", "type") if data[key]}}
         context.update(
             kb=kb,
-            query=searched.query,
+            query=data["q"],
+            searched_for=query if query != data["q"] else "",
+            answering=answering,
+            answer_marker=mark_safe(ANSWER_MARKER),  # a comment of our own, replaced by the answer
             mode=searched.mode,
             page=page,
             results=[
@@ -148,7 +169,17 @@ class SearchView(RagView):
             base_query=urlencode(params),
             page_query=urlencode(refine),
         )
-        return render(request, self.template_name, self.base_context(context))
+        if question is None or not searched.hits:
+            # No hit, no answer to give: "no good matches" says it (and the model is not called).
+            context["answering"] = False
+            return render(request, self.template_name, self.base_context(context))
+        wait = retry_after(request)
+        if wait is not None:
+            context["answer_error"] = rate_limited(wait).message
+            return render(request, self.template_name, self.base_context(context))
+        asking = ask_from_search(request, self.scope, searched, question.text, web_settings()["ASK_K"])
+        html = render_to_string(self.template_name, self.base_context(context), request=request)
+        return stream_page(request, html, self.scope, asking, question)
 
 
 class AskView(RagView):
@@ -176,29 +207,22 @@ class AskView(RagView):
         data = form.cleaned_data
         try:
             kb = pick_collection(request, data["collection"])
-            asking = start_ask(request, self.scope, kb, data["q"], data["mode"])
+            question = question_for(request, self.scope, data["q"], data["conversation"])
+            asking = start_ask(
+                request, self.scope, kb, data["q"], data["mode"], search_for=question.standalone
+            )
         except WebError as error:
             return self.error_response(error, context)
         try:
             answer = asking.stream.answer
         except RagError as exc:
             finish_ask(asking.entry, answer="", latency_ms=asking.elapsed_ms)
-            return self.error_response(WebError(503, chat_unavailable(exc)), context)
-        finish_ask(asking.entry, answer=answer.text, latency_ms=asking.elapsed_ms)
-        context.update(answer_context(asking.stream.sources, answer.text, asking.entry, asking.question))
+            return self.error_response(answer_failure(request, exc), context)
+        conversation = finish(request, self.scope, asking, question, answer.text)
+        context.update(
+            answer_context(asking.stream.sources, answer.text, asking.entry, conversation, asking.question)
+        )
         return render(request, self.template_name, self.base_context(context))
-
-
-def answer_context(sources: list[Any], text: str, entry: Any, question: str = "") -> dict[str, Any]:
-    """What ``django_rag/_answer.html`` renders: the answer, its numbered sources, the feedback form."""
-    results = [result_for(hit, number, question) for number, hit in enumerate(sources, 1)]
-    return {
-        "answer_html": render_answer(text, results),
-        "sources": results,
-        "not_enough": not results,
-        "entry": entry,
-        "feedback_form": FeedbackForm(initial={"entry": entry.pk}) if entry is not None else None,
-    }
 
 
 def rate_limited(wait: int) -> WebError:
