@@ -37,7 +37,10 @@ def markdown_structure(text: str) -> tuple[str, dict[str, str]]:
 def _atx_lines(text: str) -> Iterator[str]:
     lines = text.split("\n")
     fenced = False
+    consumed = -1  # the underline of the heading just written
     for position, line in enumerate(lines):
+        if position == consumed:
+            continue
         if _FENCE.match(line.lstrip()):
             fenced = not fenced
         if fenced:
@@ -48,7 +51,7 @@ def _atx_lines(text: str) -> Iterator[str]:
         underlined = len(rule) >= 2 and len(set(rule)) == 1 and rule[0] in "=-"
         if line.strip() and underlined and not line.lstrip().startswith(("#", ">", "-", "*", "+", "|")):
             yield ("# " if rule[0] == "=" else "## ") + line.strip()
-            lines[position + 1] = ""  # the underline is consumed
+            consumed = position + 1
             continue
         yield line
 
