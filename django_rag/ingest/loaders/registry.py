@@ -241,6 +241,9 @@ def resolve_content_type(data: bytes, declared: str | None) -> Resolved:
         return Resolved(
             declared_type or actual, UNSUPPORTED_TYPE, f"no loader for {declared_type or 'this file'}"
         )
+    if actual == sniff.ZIP and declared_type in sniff.ZIP_TYPES:
+        # A zip that does not hold what a DOCX (ODT, EPUB...) holds: its loader says what is wrong.
+        return Resolved(declared_type)
     if actual == sniff.ENCRYPTED_OFFICE:
         return Resolved(actual, ENCRYPTED, "a password-protected Office file (an encrypted package)")
     if available(actual):

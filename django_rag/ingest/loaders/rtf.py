@@ -33,7 +33,7 @@ def load_rtf(
     # RTF is 7-bit: non-ASCII characters are \'xx or \uN escapes that striprtf decodes.
     source = data.decode("latin-1")
     try:
-        text = rtf_to_text(source, errors="replace")
+        text = rtf_to_text(source, errors="replace")  # type: ignore[no-untyped-call]
     except Exception as exc:  # striprtf raises plain exceptions on malformed groups
         raise FileRefusedError(CORRUPT_FILE, f"RTF {source_id!r} cannot be read: {exc}") from exc
     info = {key.decode(): value.decode("latin-1").strip() for key, value in _INFO.findall(data[:65536])}

@@ -11,7 +11,7 @@ import io
 import re
 import zipfile
 
-__all__ = ["TEXT_TYPES", "describe", "sniff_content_type"]
+__all__ = ["TEXT_TYPES", "ZIP_TYPES", "describe", "sniff_content_type"]
 
 PDF = "application/pdf"
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
@@ -30,6 +30,8 @@ ENCRYPTED_OFFICE = "application/x-encrypted-office"
 OLE = "application/x-ole-storage"  # legacy .doc/.xls/.ppt and other compound files
 BINARY = "application/octet-stream"
 
+# Types stored as zip packages, told apart by the entries they hold.
+ZIP_TYPES = frozenset({DOCX, XLSX, PPTX, ODT, ODS, ODP, EPUB})
 # Types whose bytes are text: the name or the declared type picks among them.
 TEXT_TYPES = frozenset(
     {
