@@ -87,7 +87,10 @@ def test_pptx_slides_number_like_pages_with_titles_and_notes() -> None:
         slide.placeholders[1].text = body
     slide.notes_slide.notes_text_frame.text = "Mention the budget"
     [doc] = load_bytes(as_bytes(deck), content_type="application/pdf", source_id="deck.pptx")
-    assert doc.text == "## Goals\n\nShip OCR in May\f## Risks\n\nTesseract may be slow\n\nNotes: Mention the budget"
+    assert (
+        doc.text
+        == "## Goals\n\nShip OCR in May\f## Risks\n\nTesseract may be slow\n\nNotes: Mention the budget"
+    )
     assert (doc.metadata["title"], doc.metadata["page_unit"]) == ("Roadmap 2026", "slide")
     assert cited(doc, "Tesseract") == "slide 2"
 
@@ -113,7 +116,10 @@ def test_odt_keeps_outline_headings_and_tables() -> None:
         table.addElement(row)
     document.text.addElement(table)
     [doc] = load_bytes(odf_bytes(document), content_type="text/plain", source_id="ops.odt")
-    assert doc.text == "# Backups\n\nBackups run nightly at 02:00.\n\n## Restores\n\n- System: Postgres; Owner: Ops"
+    assert (
+        doc.text
+        == "# Backups\n\nBackups run nightly at 02:00.\n\n## Restores\n\n- System: Postgres; Owner: Ops"
+    )
     assert doc.metadata["title"] == "Backups"  # no dc:title: the first heading
 
 
@@ -166,7 +172,8 @@ def epub_bytes(chapters: list[tuple[str, str]], title: str, author: str) -> byte
             'media-type="application/oebps-package+xml"/></rootfiles></container>',
         )
         items = "".join(
-            f'<item id="c{n}" href="c{n}.xhtml" media-type="application/xhtml+xml"/>' for n in range(len(chapters))
+            f'<item id="c{n}" href="c{n}.xhtml" media-type="application/xhtml+xml"/>'
+            for n in range(len(chapters))
         )
         spine = "".join(f'<itemref idref="c{n}"/>' for n in range(len(chapters)))
         archive.writestr(
@@ -186,7 +193,9 @@ def epub_bytes(chapters: list[tuple[str, str]], title: str, author: str) -> byte
 
 
 def test_epub_chapters_number_like_pages_with_title_and_author() -> None:
-    data = epub_bytes([("Arrival", "The ship docked at dawn."), ("Harbour", "Gulls circled the cranes.")], "Port", "Rui")
+    data = epub_bytes(
+        [("Arrival", "The ship docked at dawn."), ("Harbour", "Gulls circled the cranes.")], "Port", "Rui"
+    )
     [doc] = load_bytes(data, content_type="application/zip", source_id="port.epub")
     assert doc.text == "# Arrival\n\nThe ship docked at dawn.\f# Harbour\n\nGulls circled the cranes."
     assert (doc.metadata["title"], doc.metadata["author"]) == ("Port", "Rui")

@@ -117,13 +117,6 @@ def check_archive(archive: zipfile.ZipFile, label: str, limits: LoaderLimits) ->
     for info in infos:
         if info.flag_bits & 0x1:
             raise FileRefusedError(ENCRYPTED, f"{label} is password-protected (entry {info.filename!r})")
-        total += info.file_size
-        if total > limits.zip_max_bytes:
-            raise FileRefusedError(
-                UNSAFE_FILE,
-                f"{label} inflates to more than {limits.zip_max_bytes} bytes "
-                "(RAG['LOADERS']['ZIP_MAX_BYTES'])",
-            )
         if info.file_size > _RATIO_FLOOR and info.file_size > limits.zip_max_ratio * max(
             info.compress_size, 1
         ):
@@ -132,6 +125,13 @@ def check_archive(archive: zipfile.ZipFile, label: str, limits: LoaderLimits) ->
                 UNSAFE_FILE,
                 f"{label}: entry {info.filename!r} inflates {ratio}x; the limit is {limits.zip_max_ratio}x "
                 "(RAG['LOADERS']['ZIP_MAX_RATIO'])",
+            )
+        total += info.file_size
+        if total > limits.zip_max_bytes:
+            raise FileRefusedError(
+                UNSAFE_FILE,
+                f"{label} inflates to more than {limits.zip_max_bytes} bytes "
+                "(RAG['LOADERS']['ZIP_MAX_BYTES'])",
             )
 
 
