@@ -249,7 +249,10 @@ def test_csv_and_tsv_rows_keep_their_headers() -> None:
 
 
 def test_markdown_front_matter_and_setext_headings() -> None:
-    data = b"---\ntitle: Runbook\nauthor: Ana\n---\nDatabase\n========\n\nRestart it.\n\nReplicas\n--------\n\nTwo."
+    data = (
+        b"---\ntitle: Runbook\nauthor: Ana\n---\n"
+        b"Database\n========\n\nRestart it.\n\nReplicas\n--------\n\nTwo."
+    )
     [doc] = load_bytes(data, content_type="text/markdown", source_id="runbook.md")
     assert doc.text == "# Database\n\nRestart it.\n\n## Replicas\n\nTwo."
     assert (doc.metadata["title"], doc.metadata["author"]) == ("Runbook", "Ana")

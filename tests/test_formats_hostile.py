@@ -118,7 +118,8 @@ def refused(data: bytes, name: str) -> tuple[FileRefusedError, float, float]:
         peak = tracemalloc.get_traced_memory()[1] / MB
         tracemalloc.stop()
     print(
-        f"{name}: {len(data) / 1024:.0f} KB refused in {elapsed * 1000:.1f} ms, peak {peak:.1f} MB ({error.value})"
+        f"{name}: {len(data) / 1024:.0f} KB refused in {elapsed * 1000:.1f} ms, "
+        f"peak {peak:.1f} MB ({error.value})"
     )
     return error.value, elapsed, peak
 
