@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextvars
 import email
 import email.policy
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from email.message import EmailMessage
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -24,16 +24,20 @@ from ...types import UNSAFE_FILE, RagDocument
 from .base import clean_text, make_document
 from .html import html_to_text
 from .limits import loader_limits
-from .registry import guess_content_type, load_bytes
 from .sniff import EML
 from .structure import heading
 
 __all__ = ["load_email"]
 
+# load_bytes and guess_content_type of the registry, which imports this module.
+LoadBytes = Callable[..., list[RagDocument]]
+GuessType = Callable[[str], str | None]
 _DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("django_rag_email_depth", default=0)
 
 
 def load_email(
+    load_bytes: LoadBytes,
+    guess_content_type: GuessType,
     data: bytes,
     *,
     source_id: str,
@@ -42,7 +46,10 @@ def load_email(
     charset: str | None = None,
     base_url: str | None = None,
 ) -> list[RagDocument]:
-    """The message and each of its attachments as documents (see the module's description)."""
+    """The message and each of its attachments as documents (see the module's description).
+
+    ``load_bytes`` and ``guess_content_type`` are the registry's, which loads each attachment by its type.
+    """
     limits = loader_limits()
     depth = _DEPTH.get()
     if depth >= limits.email_max_depth:
@@ -81,7 +88,19 @@ def load_email(
             if number > limits.email_max_attachments:
                 skipped.append({"name": name, "reason": "past RAG['LOADERS']['EMAIL_MAX_ATTACHMENTS']"})
                 continue
-            documents.extend(_attachment(part, number, name, source_id, subject, metadata, tags, skipped))
+            loaded = _attachment(
+                load_bytes,
+                guess_content_type,
+                part,
+                number,
+                name,
+                source_id,
+                subject,
+                metadata,
+                tags,
+                skipped,
+            )
+            documents.extend(loaded)
     finally:
         _DEPTH.reset(token)
     if skipped:
@@ -119,6 +138,8 @@ def _body(message: EmailMessage) -> str:
 
 
 def _attachment(
+    load_bytes: LoadBytes,
+    guess_content_type: GuessType,
     part: Any,
     number: int,
     name: str,

@@ -12,6 +12,7 @@ from ...types import BINARY_CONTENT, ENCRYPTED, UNSUPPORTED_TYPE, RagDocument
 from . import sniff
 from .base import decode_text, sniff_html_charset
 from .html import load_html
+from .mail import load_email
 from .markup import load_markdown_bytes, load_tabular
 from .ocr import load_image, ocr_enabled
 from .ooxml import load_docx, load_pptx, load_xlsx
@@ -19,6 +20,8 @@ from .opendocument import load_epub, load_odf
 from .pagehtml import load_main_html
 from .pdf import load_pdf
 from .pdfpages import load_pdf_pages
+from .rtf import load_rtf
+from .structure import title_from_text
 from .text import load_text
 
 __all__ = [
@@ -64,6 +67,8 @@ def _text_bytes(
 ) -> list[RagDocument]:
     derived = {"source": base_url} if base_url else {}
     text = decode_text(data, charset)
+    # A file's title is its first heading, else (the caller's) its name: never a line of its text.
+    derived["title"] = title_from_text(text)
     return load_text(text, source_id=source_id, metadata={**derived, **(metadata or {})}, tags=tags)
 
 
@@ -107,11 +112,16 @@ def _mail_bytes(
     charset: str | None,
     base_url: str | None,
 ) -> list[RagDocument]:
-    # mail.py loads attachments through load_bytes, so it imports this module: it is imported here.
-    from .mail import load_email
-
+    # An attachment is loaded by its own type, through this registry.
     return load_email(
-        data, source_id=source_id, metadata=metadata, tags=tags, charset=charset, base_url=base_url
+        load_bytes,
+        guess_content_type,
+        data,
+        source_id=source_id,
+        metadata=metadata,
+        tags=tags,
+        charset=charset,
+        base_url=base_url,
     )
 
 
@@ -124,8 +134,6 @@ def _rtf_bytes(
     charset: str | None,
     base_url: str | None,
 ) -> list[RagDocument]:
-    from .rtf import load_rtf  # the optional "office" extra's striprtf, imported with it
-
     return load_rtf(
         data, source_id=source_id, metadata=metadata, tags=tags, charset=charset, base_url=base_url
     )
@@ -252,7 +260,7 @@ def resolve_content_type(data: bytes, declared: str | None) -> Resolved:
     if actual.startswith("image/") and get_loader(actual) is not None:
         why = f"{holds} needs OCR, which is off (RAG['OCR']['ENABLED'])"
     else:
-        why = f"no loader for {holds}"
+        why = f"no loader for {holds} ({actual})"
     if declared_type in sniff.TEXT_TYPES or declared_type.startswith("text/"):
         return Resolved(actual, BINARY_CONTENT, f"named as {declared_type} but holds {holds}; {why}")
     return Resolved(actual, UNSUPPORTED_TYPE, why)
