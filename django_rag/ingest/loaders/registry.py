@@ -65,7 +65,7 @@ def _text_bytes(
     charset: str | None,
     base_url: str | None,
 ) -> list[RagDocument]:
-    derived = {"source": base_url} if base_url else {}
+    derived: dict[str, str | None] = {"source": base_url} if base_url else {}
     text = decode_text(data, charset)
     # A file's title is its first heading, else (the caller's) its name: never a line of its text.
     derived["title"] = title_from_text(text)
