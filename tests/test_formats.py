@@ -315,3 +315,31 @@ def test_an_encrypted_office_file_is_a_recorded_skip() -> None:
     with pytest.raises(FileRefusedError) as refused:
         load_bytes(data, content_type="application/octet-stream", source_id="secret.docx")
     assert refused.value.reason == "encrypted"
+
+
+@pytest.mark.django_db
+def test_a_citation_names_the_slide_and_the_sheet() -> None:
+    import django_rag as rag
+    from django_rag.answer.prompts import format_context
+
+    deck = pptx.Presentation()
+    for title, body in [("Goals", "Ship OCR in May"), ("Risks", "Tesseract may be slow on scans")]:
+        slide = deck.slides.add_slide(deck.slide_layouts[1])
+        slide.shapes.title.text = title
+        slide.placeholders[1].text = body
+    workbook = openpyxl.Workbook()
+    workbook.active.title = "Intro"
+    workbook.active.append(["Note"])
+    workbook.active.append(["Nothing here"])
+    budget = workbook.create_sheet("Budget")
+    budget.append(["Item", "Cost"])
+    budget.append(["Scanners", "900"])
+    kb = rag.collection("docs")
+    kb.index(load_bytes(as_bytes(deck), content_type="", source_id="deck.pptx"))
+    kb.index(load_bytes(as_bytes(workbook), content_type="", source_id="plan.xlsx"))
+    [slide_hit, *_] = kb.search("Tesseract slow scans", mode="text")
+    assert (slide_hit.source_id, slide_hit.page) == ("deck.pptx", 2)
+    assert ", slide 2) ## Risks" in format_context([slide_hit])
+    [sheet_hit, *_] = kb.search("Scanners cost", mode="text")
+    assert page_label(sheet_hit.document.metadata, sheet_hit.page) == "sheet Budget"
+    assert ", sheet Budget) # Budget" in format_context([sheet_hit])

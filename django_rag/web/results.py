@@ -13,7 +13,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from ..answer.prompts import CITATION
-from ..types import Hit
+from ..types import Hit, page_label
 
 __all__ = ["Facets", "Result", "facets", "filter_hits", "render_answer", "result_for", "source_url"]
 
@@ -40,6 +40,7 @@ class Result:
     chunk_id: int
     tags: list[str] = field(default_factory=list)
     content_type: str = ""
+    page_label: str = ""  # "page 3", "slide 4", "sheet Budget" (types.page_label)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -55,6 +56,7 @@ class Result:
             "chunk": self.chunk_id,
             "tags": self.tags,
             "content_type": self.content_type,
+            "page_label": self.page_label,
         }
 
 
@@ -75,6 +77,7 @@ def result_for(hit: Hit, number: int) -> Result:
         chunk_id=int(getattr(hit.chunk, "pk", 0) or 0),
         tags=list(document.tags),
         content_type=document.content_type,
+        page_label=page_label(document.metadata, hit.page),
     )
 
 
