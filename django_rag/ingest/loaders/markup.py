@@ -86,6 +86,18 @@ def _short_first_line(text: str) -> str | None:
     return first if len(first) <= 80 else None
 
 
+def _delimiter(sample: str) -> str:
+    """The one of ``,;|\\t`` found the same number of times (and most) on the first lines; csv.Sniffer
+    does the same with regular expressions at forty times the cost of reading the file."""
+    lines = [line for line in sample.split("\n")[:10] if line.strip()][:5]
+    best, best_count = ",", 0
+    for candidate in ",;\t|":
+        counts = {line.count(candidate) for line in lines[:-1] or lines}
+        if len(counts) == 1 and (count := counts.pop()) > best_count:
+            best, best_count = candidate, count
+    return best
+
+
 def load_tabular(
     data: bytes,
     *,
@@ -101,13 +113,7 @@ def load_tabular(
     """
     content_type = str((metadata or {}).get("content_type") or "text/csv")
     text = decode_text(data, charset)
-    if content_type == "text/tab-separated-values":
-        delimiter = "\t"
-    else:
-        try:
-            delimiter = csv.Sniffer().sniff(text[:8192], delimiters=",;|\t").delimiter
-        except csv.Error:
-            delimiter = ","
+    delimiter = "\t" if content_type == "text/tab-separated-values" else _delimiter(text[:8192])
     budget = loader_limits().sheet_max_cells
     rows = []
     try:

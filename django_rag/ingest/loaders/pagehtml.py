@@ -15,7 +15,7 @@ from typing import Any
 
 from ...types import RagDocument
 from .base import clean_text, make_document
-from .html import html_to_text
+from .markup import markdown_structure
 from .structure import table_lines, title_from_text
 
 __all__ = ["load_main_html"]
@@ -24,6 +24,7 @@ __all__ = ["load_main_html"]
 # pathological multi-megabyte page is not bounded the same way.
 _MAX_CHARS = 5_000_000
 # trafilatura's Markdown marks bold and italic text; a passage reads (and matches) without them.
+_LANG = re.compile(r"<html[^>]*\slang\s*=\s*[\"']?([A-Za-z0-9-]{1,35})", re.I)
 _EMPHASIS = re.compile(r"(\*\*|__|\*)(?=\S)(.+?)(?<=\S)\1")
 
 
@@ -43,31 +44,32 @@ def load_main_html(
     except ImportError:
         return None
     try:
+        # One pass: the main content as Markdown, its metadata (og:title or <title>, author) as
+        # front matter.
         extracted = trafilatura.extract(
             html,
             output_format="markdown",
+            with_metadata=True,
             include_tables=True,
             include_comments=False,
             include_links=False,
             include_images=False,
             deduplicate=False,
         )
-        found = trafilatura.extract_metadata(html)
     except Exception:  # lxml and trafilatura raise many types on broken markup; html.py copes
         return None
-    text = clean_text(_EMPHASIS.sub(r"\2", "\n".join(_tables_as_rows(extracted or ""))))
+    body, info = markdown_structure(extracted or "")
+    text = clean_text(_EMPHASIS.sub(r"\2", "\n".join(_tables_as_rows(body))))
     if not text:
         return None
-    _, info = html_to_text(html)
-    title = clean_text(getattr(found, "title", None) or "") or info.get("title") or title_from_text(text)
-    author = clean_text(getattr(found, "author", None) or "")
+    language = _LANG.search(html[:4096])
     derived: dict[str, Any] = {
         "source": base_url or source_id,
         "loader": "html",
         "content_type": "text/html",
-        **info,
-        "title": title or None,
-        "author": author or None,
+        "title": clean_text(info.get("title", "")) or title_from_text(text),
+        "author": clean_text(info.get("author", "")) or None,
+        "language": clean_text(language.group(1)) if language else None,
     }
     return [make_document(source_id, text, derived, metadata, tags)]
 
