@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from html import unescape
 from typing import Any
 
 from ...types import RagDocument
 from .base import clean_text, make_document
-from .markup import markdown_structure
 from .structure import table_lines, title_from_text
 
 __all__ = ["load_main_html"]
@@ -24,7 +24,13 @@ __all__ = ["load_main_html"]
 # pathological multi-megabyte page is not bounded the same way.
 _MAX_CHARS = 5_000_000
 # trafilatura's Markdown marks bold and italic text; a passage reads (and matches) without them.
+_HEAD_CHARS = 65_536
 _LANG = re.compile(r"<html[^>]*\slang\s*=\s*[\"']?([A-Za-z0-9-]{1,35})", re.I)
+_TITLE = re.compile(r"<title[^>]*>([^<]{1,2000})</title", re.I)
+_OG_TITLE = re.compile(
+    r"<meta[^>]+property\s*=\s*[\"']og:title[\"'][^>]*content\s*=\s*\"([^\"]{1,2000})\"", re.I
+)
+_AUTHOR = re.compile(r"<meta[^>]+name\s*=\s*[\"']author[\"'][^>]*content\s*=\s*\"([^\"]{1,500})\"", re.I)
 _EMPHASIS = re.compile(r"(\*\*|__|\*)(?=\S)(.+?)(?<=\S)\1")
 
 
@@ -44,12 +50,9 @@ def load_main_html(
     except ImportError:
         return None
     try:
-        # One pass: the main content as Markdown, its metadata (og:title or <title>, author) as
-        # front matter.
         extracted = trafilatura.extract(
             html,
             output_format="markdown",
-            with_metadata=True,
             include_tables=True,
             include_comments=False,
             include_links=False,
@@ -58,20 +61,26 @@ def load_main_html(
         )
     except Exception:  # lxml and trafilatura raise many types on broken markup; html.py copes
         return None
-    body, info = markdown_structure(extracted or "")
-    text = clean_text(_EMPHASIS.sub(r"\2", "\n".join(_tables_as_rows(body))))
+    text = clean_text(_EMPHASIS.sub(r"\2", "\n".join(_tables_as_rows(extracted or ""))))
     if not text:
         return None
-    language = _LANG.search(html[:4096])
+    # The head's own words, read with a few expressions: trafilatura's metadata pass (dates,
+    # site names) costs four times its extraction.
+    head = html[:_HEAD_CHARS]
     derived: dict[str, Any] = {
         "source": base_url or source_id,
         "loader": "html",
         "content_type": "text/html",
-        "title": clean_text(info.get("title", "")) or title_from_text(text),
-        "author": clean_text(info.get("author", "")) or None,
-        "language": clean_text(language.group(1)) if language else None,
+        "title": _meta(_OG_TITLE, head) or _meta(_TITLE, head) or title_from_text(text),
+        "author": _meta(_AUTHOR, head),
+        "language": _meta(_LANG, head),
     }
     return [make_document(source_id, text, derived, metadata, tags)]
+
+
+def _meta(pattern: re.Pattern[str], head: str) -> str | None:
+    match = pattern.search(head)
+    return clean_text(unescape(match.group(1))) or None if match else None
 
 
 def _tables_as_rows(markdown: str) -> Iterator[str]:
