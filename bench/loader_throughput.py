@@ -334,6 +334,51 @@ def measure(name: str, repeat: int) -> str:
     )
 
 
+BOMBS = {
+    "zip bomb (300 MiB of zeros in a DOCX)": "zip_bomb_docx()",
+    "entry lying about its size (50 MB as 1,000 bytes)": (
+        "lying_sizes(rewritten(docx_bytes(), {'word/document.xml': b'<?xml version=\\'1.0\\'?><w:document>'"
+        " + b'<w:p/>' * 8_000_000 + b'</w:document>'}), 'word/document.xml', 1000)"
+    ),
+    "billion laughs in a DOCX": "rewritten(docx_bytes(), {'word/document.xml': BILLION_LAUGHS})",
+    "external entity in a DOCX": "rewritten(docx_bytes(), {'word/document.xml': EXTERNAL_ENTITY})",
+    "PNG claiming 100,000 x 100,000 pixels": "png_claiming(100_000, 100_000)",
+    "PNG claiming 8,000 x 8,000 pixels": "png_claiming(8_000, 8_000)",
+}
+CHILD = """
+import resource, sys, time
+sys.path.insert(0, {root!r})
+from django.conf import settings
+settings.configure(RAG={{"OCR": {{"ENABLED": True}}}})
+from tests.hostile_formats import *
+from django_rag.exceptions import FileRefusedError
+from django_rag.ingest.loaders import load_bytes
+data = {build}
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+started = time.perf_counter()
+try:
+    load_bytes(data, content_type="application/octet-stream", source_id="bomb")
+    outcome = "loaded"
+except FileRefusedError as exc:
+    outcome = exc.reason
+elapsed = time.perf_counter() - started
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+fields = (f"{{len(data) / 1024:.0f}}", outcome, f"{{elapsed * 1000:.1f}}", before // 1024, after // 1024)
+print("|".join(str(field) for field in fields))
+"""
+
+
+def bombs() -> None:
+    """Each bomb loaded in a child process: its outcome, time and the child's peak RSS."""
+    print("| file | size | outcome | time | peak RSS before -> after loading |")
+    print("|---|---|---|---|---|")
+    for name, build in BOMBS.items():
+        code = CHILD.format(root=str(ROOT), build=build)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        size, outcome, elapsed, before, after = done.stdout.strip().splitlines()[-1].split("|")
+        print(f"| {name} | {size} KB | {outcome} | {elapsed} ms | {before} -> {after} MB |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -341,8 +386,12 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--formats", default=",".join(FORMATS))
     parser.add_argument("--ocr-pages", type=int, default=4, help="0: no OCR measurement")
+    parser.add_argument("--bombs", action="store_true", help="only the hostile files, in child processes")
     options = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    if options.bombs:
+        bombs()
+        return 0
     print("| format | file | pages | django-rag MB/s | pages/s | direct library | MB/s | pages/s | ratio |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in options.formats.split(","):
