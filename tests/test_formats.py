@@ -343,3 +343,33 @@ def test_a_citation_names_the_slide_and_the_sheet() -> None:
     [sheet_hit, *_] = kb.search("Scanners cost", mode="text")
     assert page_label(sheet_hit.document.metadata, sheet_hit.page) == "sheet Budget"
     assert ", sheet Budget) # Budget" in format_context([sheet_hit])
+
+
+def test_an_outlook_msg_gives_subject_sender_date_body_and_its_attachments() -> None:
+    from tests.outlook_file import msg_file, properties, utf16
+
+    rows = "month,restores\n" + "".join(f"2026-{m:02d},{m * 3}\n" for m in range(1, 13)) * 40
+    data = msg_file(
+        {
+            "__substg1.0_0037001F": utf16("Quarterly restore drill"),
+            "__substg1.0_0C1A001F": utf16("Ana Lima"),
+            "__substg1.0_0C1F001F": utf16("ana@example.com"),
+            "__substg1.0_0E04001F": utf16("Ops team"),
+            "__substg1.0_1000001F": utf16("The drill restored all 42 databases in under an hour."),
+            # 2026-12-01 09:30 UTC as a FILETIME (100 ns ticks since 1601).
+            "__properties_version1.0": properties(134_405_910_000_000_000),
+        },
+        [{"__substg1.0_3707001F": utf16("restores.csv"), "__substg1.0_37010102": rows.encode()}],
+    )
+    assert sniff_content_type(data, "text/plain") == "application/vnd.ms-outlook"
+    mail, table = load_bytes(data, content_type="application/vnd.ms-outlook", source_id="inbox/7.msg")
+    assert mail.text == (
+        "# Quarterly restore drill\n\nFrom: Ana Lima <ana@example.com>\nTo: Ops team\n"
+        "Date: 2026-12-01T09:30:00+00:00\n\nThe drill restored all 42 databases in under an hour."
+    )
+    assert (mail.metadata["title"], mail.metadata["email_from"]) == (
+        "Quarterly restore drill",
+        "Ana Lima <ana@example.com>",
+    )
+    assert (table.source_id, table.metadata["title"]) == ("inbox/7.msg#attachment-1", "restores.csv")
+    assert table.text.startswith("- month: 2026-01; restores: 3\n")

@@ -27,7 +27,7 @@ from .limits import loader_limits
 from .sniff import EML
 from .structure import heading
 
-__all__ = ["load_email"]
+__all__ = ["GuessType", "LoadBytes", "attachment_documents", "load_email"]
 
 # load_bytes and guess_content_type of the registry, which imports this module.
 LoadBytes = Callable[..., list[RagDocument]]
@@ -79,28 +79,20 @@ def load_email(
         "email_to": recipients or None,
         "email_date": date or None,
     }
-    documents: list[RagDocument] = []
-    skipped: list[dict[str, str]] = []
+    parts = [
+        (
+            clean_text(part.get_filename() or "") or f"attachment-{number}",
+            part.get_content_type(),
+            _payload(part),
+        )
+        for number, part in enumerate(message.iter_attachments(), start=1)
+        if number <= limits.email_max_attachments + 1
+    ]
     token = _DEPTH.set(depth + 1)
     try:
-        for number, part in enumerate(message.iter_attachments(), start=1):
-            name = clean_text(part.get_filename() or "") or f"attachment-{number}"
-            if number > limits.email_max_attachments:
-                skipped.append({"name": name, "reason": "past RAG['LOADERS']['EMAIL_MAX_ATTACHMENTS']"})
-                continue
-            loaded = _attachment(
-                load_bytes,
-                guess_content_type,
-                part,
-                number,
-                name,
-                source_id,
-                subject,
-                metadata,
-                tags,
-                skipped,
-            )
-            documents.extend(loaded)
+        documents, skipped = attachment_documents(
+            load_bytes, guess_content_type, parts, source_id, subject, metadata, tags
+        )
     finally:
         _DEPTH.reset(token)
     if skipped:
@@ -137,40 +129,53 @@ def _body(message: EmailMessage) -> str:
     return content
 
 
-def _attachment(
+def _payload(part: Any) -> bytes:
+    if part.get_content_type() == "message/rfc822":
+        inner = part.get_payload()
+        return inner[0].as_bytes() if isinstance(inner, list) and inner else b""
+    raw = part.get_payload(decode=True)
+    return raw if isinstance(raw, bytes) else b""
+
+
+def attachment_documents(
     load_bytes: LoadBytes,
     guess_content_type: GuessType,
-    part: Any,
-    number: int,
-    name: str,
+    attachments: Iterable[tuple[str, str, bytes]],
     source_id: str,
     subject: str,
     metadata: Mapping[str, Any] | None,
     tags: Iterable[str] | None,
-    skipped: list[dict[str, str]],
-) -> list[RagDocument]:
-    if part.get_content_type() == "message/rfc822":
-        inner = part.get_payload()
-        payload = inner[0].as_bytes() if isinstance(inner, list) and inner else b""
-    else:
-        raw = part.get_payload(decode=True)
-        payload = raw if isinstance(raw, bytes) else b""
-    declared = guess_content_type(name) or part.get_content_type()
-    child_id = f"{source_id}#attachment-{number}"
-    child_meta = {**(metadata or {}), "email_message": source_id, "email_subject": subject}
-    for key in ("source", "title"):
-        child_meta.pop(key, None)
-    try:
-        documents = load_bytes(
-            payload, content_type=declared, source_id=child_id, metadata=child_meta, tags=tags
-        )
-        for document in documents:
+) -> tuple[list[RagDocument], list[dict[str, str]]]:
+    """The documents of a message's attachments, ``(file name, MIME type, bytes)`` each, and
+    those that could not be read, with why. Past ``EMAIL_MAX_ATTACHMENTS`` they are listed."""
+    limit = loader_limits().email_max_attachments
+    documents: list[RagDocument] = []
+    skipped: list[dict[str, str]] = []
+    for number, (name, mime, payload) in enumerate(attachments, start=1):
+        if number > limit:
+            skipped.append({"name": name, "reason": "past RAG['LOADERS']['EMAIL_MAX_ATTACHMENTS']"})
+            break
+        declared = guess_content_type(name) or mime or "application/octet-stream"
+        child_meta = {**(metadata or {}), "email_message": source_id, "email_subject": subject}
+        for key in ("source", "title"):
+            child_meta.pop(key, None)
+        try:
+            loaded = load_bytes(
+                payload,
+                content_type=declared,
+                source_id=f"{source_id}#attachment-{number}",
+                metadata=child_meta,
+                tags=tags,
+            )
+        except FileRefusedError as exc:
+            skipped.append({"name": name, "reason": exc.reason, "error": str(exc)[:300]})
+            continue
+        except LoaderError as exc:
+            skipped.append({"name": name, "reason": "extraction-failed", "error": str(exc)[:300]})
+            continue
+        for document in loaded:
             # The attachment's own title (its metadata, its first heading), else its file name.
             if document.metadata.get("title") == document.source_id:
                 document.metadata["title"] = name
-        return documents
-    except FileRefusedError as exc:
-        skipped.append({"name": name, "reason": exc.reason, "error": str(exc)[:300]})
-    except LoaderError as exc:
-        skipped.append({"name": name, "reason": "extraction-failed", "error": str(exc)[:300]})
-    return []
+        documents.extend(loaded)
+    return documents, skipped

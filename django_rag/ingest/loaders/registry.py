@@ -17,6 +17,7 @@ from .markup import load_markdown_bytes, load_tabular
 from .ocr import load_image, ocr_enabled
 from .ooxml import load_docx, load_pptx, load_xlsx
 from .opendocument import load_epub, load_odf
+from .outlook import load_msg
 from .pagehtml import load_main_html
 from .pdf import load_pdf
 from .pdfpages import load_pdf_pages
@@ -113,7 +114,8 @@ def _mail_bytes(
     base_url: str | None,
 ) -> list[RagDocument]:
     # An attachment is loaded by its own type, through this registry.
-    return load_email(
+    loader = load_msg if data.startswith(sniff.OLE_MAGIC) else load_email
+    return loader(
         load_bytes,
         guess_content_type,
         data,
@@ -156,6 +158,7 @@ _REGISTRY: dict[str, BytesLoader] = {
     sniff.ODP: load_odf,
     sniff.EPUB: load_epub,
     sniff.EML: _mail_bytes,
+    sniff.MSG: _mail_bytes,
     sniff.RTF: _rtf_bytes,
     "text/rtf": _rtf_bytes,
     "image/png": load_image,
@@ -182,7 +185,7 @@ _EXTENSIONS = {
     ".odp": sniff.ODP,
     ".epub": sniff.EPUB,
     ".eml": sniff.EML,
-    ".msg": sniff.MSG,  # sniffed, and skipped as unsupported-type: no loader reads Outlook files yet
+    ".msg": sniff.MSG,
     ".rtf": sniff.RTF,
     ".csv": "text/csv",
     ".tsv": "text/tab-separated-values",

@@ -61,7 +61,7 @@ _MAGIC = (
     (b"Rar!", "application/vnd.rar"),
 )
 # fmt: on
-_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _NAMES = {
     "application/pdf": "a PDF",
     "image/png": "a PNG image",
@@ -99,7 +99,7 @@ def sniff_content_type(data: bytes, declared: str | None = None) -> str:
         return PDF
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return "image/webp"
-    if head.startswith(_OLE_MAGIC):
+    if head.startswith(OLE_MAGIC):
         return _ole_kind(data)
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         return _zip_kind(data)
