@@ -30,6 +30,7 @@ from tests.hostile_formats import (
     rewritten,
     zip_bomb_docx,
 )
+from tests.outlook_file import msg_file, utf16
 from tests.test_formats import epub_bytes, odf_bytes
 from tests.test_formats_ocr import FIRE, OCR_ON, PHOTO, photographed, scanned_pdf
 
@@ -154,6 +155,10 @@ def test_a_folder_of_every_format_and_hostile_files_records_every_outcome_and_go
         "printers.odt": (odf_bytes(odt), ("indexed", "")),
         "book.epub": (epub_bytes([("One", "Gulls circled.")], "Port", "Rui"), ("indexed", "")),
         "drill.eml": (mail, ("indexed", "")),
+        "drill.msg": (
+            msg_file({"__substg1.0_0037001F": utf16("Drill moved to Monday")}, []),
+            ("indexed", ""),
+        ),
         "visitors.rtf": (rb"{\rtf1\ansi Visitors sign in.\par}", ("indexed", "")),
         "staff.csv": (b"name,team\nAna,ops\n", ("indexed", "")),
         "runbook.md": (b"# Runbook\n\nRestart the database.\n", ("indexed", "")),
@@ -189,3 +194,10 @@ def test_a_folder_of_every_format_and_hostile_files_records_every_outcome_and_go
     assert "ZIP_MAX_RATIO" in errors["kb/bomb.docx"]
     assert "password-protected" in errors["kb/secret.docx"]
     assert Document.objects.get(source_id="kb/report.txt").content_type == docx_content_type()
+    titles = dict(Document.objects.filter(status="indexed").values_list("source_id", "title"))
+    assert (titles["kb/book.epub"], titles["kb/drill.msg"], titles["kb/runbook.md"]) == (
+        "Port",
+        "Drill moved to Monday",
+        "Runbook",
+    )
+    assert titles["kb/staff.csv"] == "staff.csv"  # no title of its own: the file name

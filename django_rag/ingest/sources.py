@@ -223,6 +223,10 @@ def load_source(
     if not docs:
         outcome.reason, outcome.error = EMPTY_TEXT, "no text to index"
         return outcome
+    for doc in docs:
+        # The file's own title (its metadata, its first heading) first; its name as a last resort.
+        if doc.metadata.get("title") in (None, "", doc.source_id):
+            doc.metadata["title"] = os.path.basename(path)
     outcome.status, outcome.documents = "loaded", docs
     return outcome
 
