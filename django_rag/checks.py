@@ -18,6 +18,7 @@ One id per check:
 - W110 without a Celery broker, saved rows would be ingested inside the request (the Tasks API
   backend runs jobs immediately); E112 the Tasks API backend of ingestion jobs is unusable
 - E130 unknown RAG['BULK'] key; E131 RAG['BULK'] QUEUE or ROOT of the wrong type
+- E140 unknown RAG['OCR'] key; E141 OCR is on and Tesseract (or a language's data) is missing
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from .embedders import get_embedder
 from .exceptions import ConfigurationError, RagError
 from .ingest.jobs import BULK_DEFAULTS
 from .ingest.loaders import get_loader
+from .ingest.loaders.ocr import OCR_DEFAULTS, ocr_problems
 from .ingest.registration import MEDIA_DEFAULTS, Registration, registrations
 from .models import Chunk
 from .tasks import task_backend, uses_celery
@@ -572,3 +574,12 @@ def check_bulk(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
             )
         )
     return errors
+
+
+@register()
+def check_ocr(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """RAG['OCR'] keys, and the engine when OCR is on (django_rag.E140, E141)."""
+    errors = _unknown(rag_settings.OCR or {}, OCR_DEFAULTS, "RAG['OCR']", "django_rag.E140")
+    if errors:
+        return errors
+    return [Error(message, hint=hint, id="django_rag.E141") for message, hint in ocr_problems()]

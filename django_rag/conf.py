@@ -60,6 +60,9 @@ DEFAULTS: dict[str, Any] = {
     "BULK": {},
     # Bounds on the work one file may cause in a loader (django_rag.ingest.loaders.limits).
     "LOADERS": {},
+    # OCR of images and of PDF pages without a text layer (django_rag.ingest.loaders.ocr):
+    # {"ENABLED": False, "LANGUAGES": "eng", "COMMAND": "tesseract", "DPI": 200}.
+    "OCR": {},
     # How the text leg reads BM25 postings: {"MODE": "bounded" | "exact", "BUDGET", "POOL"}
     # (django_rag.bm25).
     "BM25": {},

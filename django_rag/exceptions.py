@@ -6,6 +6,7 @@ __all__ = [
     "ChatUnreachableError",
     "ConfigurationError",
     "EmbedderError",
+    "FileRefusedError",
     "LoaderError",
     "OutboundPolicyError",
     "QueryError",
@@ -24,6 +25,16 @@ class ConfigurationError(RagError):
 
 class LoaderError(RagError):
     """A source could not be turned into documents (malformed, encrypted, unreadable)."""
+
+
+class FileRefusedError(LoaderError):
+    """A file that is not read, on purpose: encrypted, corrupt, or past a bound (a zip bomb, an XML
+    entity bomb). ``reason`` is what its Document records (``encrypted``, ``corrupt-file``,
+    ``unsafe-file``, ``unsupported-type``); a run records it as skipped and goes on."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class OutboundPolicyError(RagError):

@@ -13,13 +13,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BINARY_CONTENT",
+    "CORRUPT_FILE",
     "EMPTY_TEXT",
+    "ENCRYPTED",
     "EXTRACTION_FAILED",
+    "OCR",
     "OUTBOUND_REFUSED",
     "SYMLINK_LOOP",
     "SYMLINK_OUTSIDE",
     "TOO_LARGE",
     "UNREADABLE",
+    "UNSAFE_FILE",
     "UNSUPPORTED_TYPE",
     "Answer",
     "ChunkData",
@@ -28,6 +32,7 @@ __all__ = [
     "IngestResult",
     "RagDocument",
     "SyncResult",
+    "page_label",
 ]
 
 # Why a source was skipped (``IngestResult.reason``, ``Document.status_reason``).
@@ -45,8 +50,33 @@ SYMLINK_LOOP = "symlink-loop"
 SYMLINK_OUTSIDE = "symlink-outside"
 # The loader could not extract text (a broken or encrypted PDF...): ``status="failed"``.
 EXTRACTION_FAILED = "extraction-failed"
+# A password-protected file (an encrypted OOXML package, ODF document or e-mail part): skipped.
+ENCRYPTED = "encrypted"
+# A file its format's library cannot read (truncated, broken structure): skipped.
+CORRUPT_FILE = "corrupt-file"
+# A file past a bound of RAG["LOADERS"] (a zip bomb, an XML entity or DTD, an image bomb): skipped.
+UNSAFE_FILE = "unsafe-file"
+# An indexed document whose text (some of it) was read by OCR (``Document.status_reason``).
+OCR = "ocr"
 # RAG["OUTBOUND"] (the OutboundPolicy) refused to fetch a URL: ``status="failed"``.
 OUTBOUND_REFUSED = "outbound-refused"
+
+
+def page_label(metadata: dict[str, Any] | None, page: int | None) -> str:
+    """How a citation names ``page`` of a document: "page 3", "slide 4", "sheet Budget", "chapter 2".
+
+    Loaders of slides, sheets and e-book chapters number them like pages and say so in the
+    document's metadata: ``page_unit`` ("slide", "sheet", "chapter") and, where they have names,
+    ``page_names`` (one per page, in order).
+    """
+    if page is None:
+        return ""
+    meta = metadata or {}
+    unit = str(meta.get("page_unit") or "page")
+    names = meta.get("page_names")
+    if unit == "sheet" and isinstance(names, list) and 0 < page <= len(names) and names[page - 1]:
+        return f"sheet {names[page - 1]}"
+    return f"{unit} {page}"
 
 
 @dataclass

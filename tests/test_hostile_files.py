@@ -278,9 +278,10 @@ FOLDER = {
     "nul-bytes.txt": (h.ENCODINGS["nul-bytes"], ("skipped", "binary-content")),
     "image.txt": (b"\x89PNG\r\n\x1a\n" + bytes(64), ("skipped", "binary-content")),
     "archive.txt": (b"PK\x03\x04" + b"\x14" * 40, ("skipped", "binary-content")),
-    "pdf-named.html": (h.good_pdf("A PDF in disguise."), ("skipped", "binary-content")),
+    # A file is what its bytes say: a PDF named .html is read as a PDF, HTML named .pdf as HTML.
+    "pdf-named.html": (h.good_pdf("A PDF in disguise."), INDEXED),
     "recursive-object-stream.pdf": (h.pdf_recursive_object_stream(), ("skipped", "empty-text")),
-    "html-named.pdf": (b"<html><p>Not a PDF at all.</p></html>", ("failed", "extraction-failed")),
+    "html-named.pdf": (b"<html><p>Not a PDF at all.</p></html>", INDEXED),
     "flate-bomb.pdf": (h.pdf_flate_bomb(1), ("failed", "extraction-failed")),
     "form-bomb.pdf": (h.pdf_form_bomb(), ("failed", "extraction-failed")),
     "wide-page-tree.pdf": (h.pdf_wide_page_tree(3000), ("failed", "extraction-failed")),
@@ -310,7 +311,7 @@ def test_a_folder_of_hostile_files_is_ingested_to_the_end_with_every_file_record
             stderr=io.StringIO(),
         )
     # Non-zero exit because sources failed; it names them, after the run went through every file.
-    assert "6 source(s) failed" in str(failed.value)
+    assert "5 source(s) failed" in str(failed.value)
     rows = {d.source_id: (d.status, d.status_reason) for d in Document.objects.all()}
     assert rows == {f"kb/{name}": expected for name, (_, expected) in FOLDER.items()}
     errors = dict(Document.objects.filter(status="failed").values_list("source_id", "error"))
@@ -330,9 +331,9 @@ def test_a_folder_run_with_only_skips_exits_zero(tmp_path: Path) -> None:
     assert dict(Document.objects.values_list("source_id", "status_reason")) == {
         "kb/good.md": "",
         "kb/image.txt": "binary-content",
-        "kb/pdf-named.html": "binary-content",
+        "kb/pdf-named.html": "",
     }
-    assert "holds a PDF" in Document.objects.get(source_id="kb/pdf-named.html").error
+    assert "holds a PNG image" in Document.objects.get(source_id="kb/image.txt").error
 
 
 @pytest.mark.django_db
@@ -340,7 +341,7 @@ def test_a_folder_run_with_only_skips_exits_zero(tmp_path: Path) -> None:
     ("name", "data", "holds"),
     [
         ("scan.txt", b"\x89PNG\r\n\x1a\n" + bytes(32), "a PNG image"),
-        ("report.html", h.good_pdf("A PDF in disguise."), "a PDF"),
+        ("notes.md", b"\x7fELF\x02\x01\x01" + bytes(32), "an executable"),
     ],
 )
 def test_an_upload_whose_extension_lies_is_skipped_as_binary_content(

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from django_rag.exceptions import ConfigurationError, LoaderError, OutboundPolicyError
+from django_rag.exceptions import ConfigurationError, FileRefusedError, LoaderError, OutboundPolicyError
 from django_rag.ingest.loaders import (
     get_loader,
     guess_content_type,
@@ -341,7 +341,7 @@ def test_load_pdf_without_pdfminer_names_the_extra(monkeypatch: pytest.MonkeyPat
     ("content_type", "data", "loader", "text"),
     [
         ("text/plain", b"plain words", "text", "plain words"),
-        ("text/markdown; charset=utf-8", b"# Title\n\nbody", "text", "# Title\n\nbody"),
+        ("text/markdown; charset=utf-8", b"# Title\n\nbody", "markdown", "# Title\n\nbody"),
         ("text/html", b"<p>html <b>words</b></p>", "html", "html words"),
         (
             "application/xhtml+xml",
@@ -378,8 +378,13 @@ def test_load_bytes_reads_the_html_meta_charset() -> None:
 
 
 def test_load_bytes_refuses_an_unsupported_content_type() -> None:
-    with pytest.raises(LoaderError, match="no loader for content type 'image/png'"):
-        load_bytes(b"\x89PNG", content_type="image/png", source_id="logo")
+    with pytest.raises(LoaderError, match="no loader for content type 'application/x-blender'"):
+        load_bytes(b"BLENDER-v279", content_type="application/x-blender", source_id="scene")
+
+
+def test_load_bytes_refuses_an_image_while_ocr_is_off() -> None:
+    with pytest.raises(FileRefusedError, match=r"needs OCR, which is off \(RAG\['OCR'\]\['ENABLED'\]\)"):
+        load_bytes(b"\x89PNG\r\n\x1a\n", content_type="image/png", source_id="logo")
 
 
 def test_register_loader_adds_a_content_type(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -474,8 +479,8 @@ def test_load_web_pdf(site: LoopbackServer) -> None:
     assert doc.text.count("\f") == 3
 
 
-def test_load_web_refuses_an_unsupported_content_type(site: LoopbackServer) -> None:
-    with pytest.raises(LoaderError, match="content type 'image/png', which no loader handles"):
+def test_load_web_refuses_an_image_while_ocr_is_off(site: LoopbackServer) -> None:
+    with pytest.raises(FileRefusedError, match="needs OCR, which is off"):
         load_web(f"http://docs.test:{site.port}/logo.png", policy=web_policy())
 
 

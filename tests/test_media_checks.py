@@ -39,7 +39,7 @@ def test_the_collection_must_be_declared_in_settings(registry) -> None:
 
 
 def test_content_types_must_have_a_loader(registry) -> None:
-    options = {"collection": "docs", "file_field": "file", "content_types": ["text/plain", "image/png"]}
+    options = {"collection": "docs", "file_field": "file", "content_types": ["text/plain", "video/mp4"]}
     assert ids(registry, Upload, **options) == ["django_rag.E105"]
 
 

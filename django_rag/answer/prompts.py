@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from django.utils.translation import gettext_lazy as _
 
 from ..exceptions import QueryError
-from ..types import Hit
+from ..types import Hit, page_label
 
 __all__ = [
     "CITATION",
@@ -103,7 +103,9 @@ def format_context(hits: Sequence[Hit]) -> str:
     """The numbered context block: ``[n] (title, page p) text`` per hit, inside ``<context>`` tags."""
     passages = []
     for number, hit in enumerate(hits, start=1):
-        label = _title(hit) if hit.page is None else f"{_title(hit)}, page {hit.page}"
+        # "page 3", or "slide 4" / "sheet Budget" for decks and workbooks (a sheet's name is the file's).
+        where = page_label(hit.document.metadata if hit.document is not None else None, hit.page)
+        label = f"{_title(hit)}, {neutralise(where)}" if where else _title(hit)
         passages.append(f"[{number}] ({label}) {neutralise(hit.content).strip()}")
     return "<context>\n" + "\n\n".join(passages) + "\n</context>"
 

@@ -23,7 +23,7 @@ from ..embedders import Embedder
 from ..exceptions import ConfigurationError, EmbedderError, QueryError
 from ..models import Collection, embedder_for_space
 from ..stores import DocumentInfo, VectorStore, get_store
-from ..types import ChunkData, RagDocument, SyncResult
+from ..types import OCR, ChunkData, RagDocument, SyncResult
 from ..validation import FLOAT4_MAX
 from .chunking import chunk_document
 from .registration import registrations
@@ -290,6 +290,7 @@ def document_info(
         content_hash=hashlib.sha1(doc.text.encode()).hexdigest(),
         page_count=int(page_count) if isinstance(page_count, int) else None,
         owner=owner,
+        status_reason=OCR if meta.get("ocr") else "",
     )
 
 

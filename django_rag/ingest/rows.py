@@ -25,13 +25,14 @@ from django.contrib.contenttypes.models import ContentType
 from django.dispatch import Signal
 
 from ..conf import rag_settings
-from ..exceptions import RagError
+from ..exceptions import FileRefusedError, RagError
 from ..models import Collection, Document
 from ..retry import is_transient
 from ..signals import document_indexed, document_removed, ingestion_failed, ingestion_skipped
 from ..stores import ALL_TENANTS, DocumentInfo, get_store
-from ..types import BINARY_CONTENT, EMPTY_TEXT, TOO_LARGE, UNSUPPORTED_TYPE, IngestResult, RagDocument
-from .loaders import binary_kind, get_loader, guess_content_type, load_bytes, load_text
+from ..types import EMPTY_TEXT, TOO_LARGE, UNSUPPORTED_TYPE, IngestResult, RagDocument
+from .loaders import guess_content_type, load_bytes, load_text
+from .loaders.registry import resolve_content_type
 from .pipeline import index_documents
 from .registration import Registration, get_registration
 
@@ -240,10 +241,6 @@ def _load(registration: Registration, instance: Any) -> _Loaded:
         loaded.skip_reason, loaded.skip_detail = EMPTY_TEXT, f"{registration.file_field!r} holds no file"
         return loaded
     allowed = registration.allowed_content_types()
-    if content_type not in allowed or get_loader(content_type) is None:
-        loaded.skip_reason = UNSUPPORTED_TYPE
-        loaded.skip_detail = f"{name}: {content_type} is not one of {', '.join(allowed)}"
-        return loaded
     limit = registration.size_limit()
     # The storage API, not a local path: S3 answers size() with a HEAD and open() with a GET.
     size = fieldfile.storage.size(name)
@@ -255,13 +252,28 @@ def _load(registration: Registration, instance: Any) -> _Loaded:
         loaded.skip_reason = TOO_LARGE
         loaded.skip_detail = f"{name} is {max(size, len(data))} bytes; the limit is {limit}"
         return loaded
-    binary = binary_kind(data, content_type)
-    if binary:
-        loaded.skip_reason = BINARY_CONTENT
-        loaded.skip_detail = f"{name} is named as {content_type} but holds {binary}"
+    # The bytes say what the upload is, whatever its name or declared type (see loaders.sniff).
+    resolved = resolve_content_type(data, content_type)
+    loaded.content_type = resolved.content_type
+    if resolved.reason:
+        loaded.skip_reason, loaded.skip_detail = resolved.reason, f"{name}: {resolved.error}"
         return loaded
-    metadata = {"title": loaded.title, "source": name, **derived, **registration.metadata_for(instance)}
-    loaded.docs = load_bytes(data, content_type=content_type, source_id=source_id, metadata=metadata)
+    if resolved.content_type not in allowed:
+        loaded.skip_reason = UNSUPPORTED_TYPE
+        loaded.skip_detail = f"{name}: {resolved.content_type} is not one of {', '.join(allowed)}"
+        return loaded
+    metadata = {"source": name, **derived, **registration.metadata_for(instance)}
+    try:
+        loaded.docs = load_bytes(
+            data, content_type=resolved.content_type, source_id=source_id, metadata=metadata
+        )
+    except FileRefusedError as exc:
+        loaded.skip_reason, loaded.skip_detail = exc.reason, f"{name}: {exc}"
+        return loaded
+    for doc in loaded.docs:
+        # The file's own title (its metadata, its first heading) first; its name as a last resort.
+        if doc.metadata.get("title") in (None, "", doc.source_id):
+            doc.metadata["title"] = loaded.title
     if not loaded.docs:
         loaded.skip_reason, loaded.skip_detail = EMPTY_TEXT, f"{name} has no extractable text"
     return loaded

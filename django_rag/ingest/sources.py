@@ -24,11 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..exceptions import LoaderError, OutboundPolicyError
+from ..exceptions import FileRefusedError, LoaderError, OutboundPolicyError
 from ..models import Collection
 from ..stores import DocumentInfo, Record, get_store
 from ..types import (
-    BINARY_CONTENT,
     EMPTY_TEXT,
     EXTRACTION_FAILED,
     OUTBOUND_REFUSED,
@@ -39,7 +38,10 @@ from ..types import (
     RagDocument,
     SyncResult,
 )
-from .loaders import binary_kind, get_loader, guess_content_type, load_bytes, load_pdf, load_web
+from .loaders import get_loader, guess_content_type, load_bytes, load_web
+from .loaders.pdfpages import load_pdf_pages
+from .loaders.registry import resolve_content_type
+from .loaders.sniff import OLE, TEXT_TYPES, ZIP, sniff_content_type
 from .pipeline import DEFAULT_BATCH_SIZE, IndexProgress, index_documents, reserved_prefixes
 from .walk import Found, escapes, source_id_for, walk
 
@@ -177,6 +179,8 @@ def load_source(
             docs = load_web(source, policy=policy, source_id=sid)
         except OutboundPolicyError as exc:
             return SourceOutcome(label, sid, "failed", OUTBOUND_REFUSED, str(exc))
+        except FileRefusedError as exc:
+            return SourceOutcome(label, sid, "skipped", exc.reason, str(exc))
         except LoaderError as exc:
             return SourceOutcome(label, sid, "failed", EXTRACTION_FAILED, str(exc))
         if not docs:
@@ -186,10 +190,6 @@ def load_source(
     sid = source_id or Path(path).as_posix()
     content_type = guess_content_type(os.path.basename(path)) or ""
     outcome = SourceOutcome(path, sid, "skipped", content_type=content_type)
-    if not content_type or get_loader(content_type) is None:
-        outcome.reason = UNSUPPORTED_TYPE
-        outcome.error = f"no loader for {content_type or 'files named ' + repr(os.path.basename(path))}"
-        return outcome
     try:
         info = os.stat(path)
         if not stat.S_ISREG(info.st_mode):
@@ -199,31 +199,54 @@ def load_source(
             outcome.reason, outcome.error = TOO_LARGE, f"{info.st_size} bytes > --max-bytes {max_bytes}"
             return outcome
         with open(path, "rb") as file:
-            data = file.read(max_bytes + 1)  # a file growing while we read cannot make us read more
+            head = file.read(8192)
+            if not _worth_reading(head, content_type):
+                # Its name and its first bytes both say no loader reads it: not read any further.
+                outcome.reason = UNSUPPORTED_TYPE
+                outcome.error = resolve_content_type(head, content_type).error
+                return outcome
+            data = head + file.read(max_bytes + 1 - len(head))  # a growing file cannot make us read more
     except OSError as exc:
         return _failed(outcome, UNREADABLE, f"cannot read: {exc.strerror or exc}")
     if len(data) > max_bytes:
         outcome.reason, outcome.error = TOO_LARGE, f"more than --max-bytes {max_bytes} bytes"
         return outcome
-    binary = binary_kind(data, content_type)
-    if binary:
-        outcome.reason = BINARY_CONTENT
-        outcome.error = f"named as {content_type} but holds {binary}"
+    # The bytes say what the file is; the name only picks among text types (see loaders.sniff).
+    resolved = resolve_content_type(data, content_type)
+    outcome.content_type = resolved.content_type
+    if resolved.reason:
+        outcome.reason, outcome.error = resolved.reason, resolved.error
         return outcome
     meta = {"source": path}
     try:
-        if content_type == "application/pdf":
-            docs = load_pdf(data, source_id=sid, per_page=per_page, password=password, metadata=meta)
+        if resolved.content_type == "application/pdf":
+            docs = load_pdf_pages(data, source_id=sid, per_page=per_page, password=password, metadata=meta)
         else:
-            docs = load_bytes(data, content_type=content_type, source_id=sid, metadata=meta)
+            docs = load_bytes(data, content_type=resolved.content_type, source_id=sid, metadata=meta)
+    except FileRefusedError as exc:
+        outcome.reason, outcome.error = exc.reason, str(exc)
+        return outcome
     except LoaderError as exc:
         hint = " (rag_ingest: --password or --password-map)" if "encrypted" in str(exc) else ""
         return _failed(outcome, EXTRACTION_FAILED, f"{exc}{hint}")
     if not docs:
         outcome.reason, outcome.error = EMPTY_TEXT, "no text to index"
         return outcome
+    for doc in docs:
+        # The file's own title (its metadata, its first heading) first; its name as a last resort.
+        if doc.metadata.get("title") in (None, "", doc.source_id):
+            doc.metadata["title"] = os.path.basename(path)
     outcome.status, outcome.documents = "loaded", docs
     return outcome
+
+
+def _worth_reading(head: bytes, content_type: str) -> bool:
+    """Whether a file is to be read whole: its name's type or its first bytes' type has a loader
+    (zip and OLE files are told apart only by what they hold further on)."""
+    if content_type and get_loader(content_type) is not None:
+        return True
+    sniffed = sniff_content_type(head, content_type)
+    return sniffed in (ZIP, OLE) or (sniffed not in TEXT_TYPES and get_loader(sniffed) is not None)
 
 
 def _failed(outcome: SourceOutcome, reason: str, error: str) -> SourceOutcome:
@@ -419,7 +442,9 @@ class _Run:
             policy=self.options.policy,
             password=self.options.password_for(target.source_id),
         )
-        if outcome.content_type == "application/pdf" and outcome.status == "loaded":
+        if outcome.status == "loaded" and (
+            outcome.content_type == "application/pdf" or len(outcome.documents) > 1
+        ):
             self.parted.append((outcome.source_id, {doc.source_id for doc in outcome.documents}))
         return outcome
 

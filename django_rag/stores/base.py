@@ -67,6 +67,8 @@ class DocumentInfo:
     owner: Any = None  # a model instance; or, without loading it, owner_type_id + owner_id
     owner_type_id: int | None = None
     owner_id: str | None = None
+    # An indexed document's note for operators (``status_reason``): "ocr" when OCR read its text.
+    status_reason: str = ""
 
 
 @dataclass

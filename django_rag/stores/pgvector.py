@@ -57,18 +57,19 @@ INSERT INTO django_rag_document
      owner_id, status, status_reason, error, content_hash, page_count, created_at, updated_at)
 SELECT %(collection)s, d.source_id, d.title, d.source, d.content_type, d.loader, d.metadata,
        ARRAY(SELECT jsonb_array_elements_text(d.tags)), d.tenant, d.owner_type, d.owner_id,
-       %(indexed)s, '', '', d.content_hash, d.page_count, now(), now()
+       %(indexed)s, d.status_reason, '', d.content_hash, d.page_count, now(), now()
 FROM unnest(%(source_id)b::text[], %(title)b::text[], %(source)b::text[], %(content_type)b::text[],
             %(loader)b::text[], %(metadata)b::jsonb[], %(tags)b::jsonb[], %(tenant)b::text[],
-            %(owner_type)b::int4[], %(owner_id)b::text[], %(content_hash)b::text[], %(page_count)b::int4[])
+            %(owner_type)b::int4[], %(owner_id)b::text[], %(content_hash)b::text[], %(page_count)b::int4[],
+            %(status_reason)b::text[])
      AS d(source_id, title, source, content_type, loader, metadata, tags, tenant, owner_type, owner_id,
-          content_hash, page_count)
+          content_hash, page_count, status_reason)
 ON CONFLICT (collection_id, tenant, source_id) DO UPDATE SET
     title = EXCLUDED.title, source = EXCLUDED.source, content_type = EXCLUDED.content_type,
     loader = EXCLUDED.loader, metadata = EXCLUDED.metadata, tags = EXCLUDED.tags, tenant = EXCLUDED.tenant,
     owner_type_id = EXCLUDED.owner_type_id, owner_id = EXCLUDED.owner_id, status = %(indexed)s,
-    status_reason = '', error = '', content_hash = EXCLUDED.content_hash, page_count = EXCLUDED.page_count,
-    updated_at = now()
+    status_reason = EXCLUDED.status_reason, error = '', content_hash = EXCLUDED.content_hash,
+    page_count = EXCLUDED.page_count, updated_at = now()
 RETURNING tenant, source_id, id
 """
 
@@ -238,6 +239,7 @@ class PgVectorStore:
             "owner_id": [owner_id for _, owner_id in owners],
             "content_hash": [d.content_hash for d in docs],
             "page_count": [d.page_count for d in docs],
+            "status_reason": [d.status_reason[:100] for d in docs],
         }
 
     def _owner(self, doc: DocumentInfo) -> tuple[int | None, str | None]:
@@ -381,7 +383,7 @@ class PgVectorStore:
                     if not group:
                         continue
                     columns = self._document_columns([(r.info, ()) for r in group])
-                    del columns["content_hash"], columns["page_count"]
+                    del columns["content_hash"], columns["page_count"], columns["status_reason"]
                     columns["status"] = [r.status for r in group]
                     columns["reason"] = [r.reason[:100] for r in group]
                     columns["error"] = [r.error for r in group]

@@ -11,11 +11,13 @@ from typing import Any, Protocol
 from django.urls import reverse
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.text import capfirst
+from django.utils.translation import gettext
 
 from ..answer.prompts import CITATION
 from ..models import Document
 from ..search.grouping import Snippet, group_hits, sentence_snippet
-from ..types import Hit
+from ..types import Hit, page_label
 
 __all__ = [
     "Cited",
@@ -90,6 +92,7 @@ class Result:
     document_id: int
     tags: list[str] = field(default_factory=list)
     content_type: str = ""
+    page_label: str = ""  # "page 3", "slide 4", "sheet Budget" (types.page_label)
     more: list[Passage] = field(default_factory=list)
 
     @property
@@ -100,6 +103,13 @@ class Result:
     @property
     def url(self) -> str:
         return self.passage.url
+
+    @property
+    def where(self) -> str:
+        """The page as the results list names it: "Page 3" (translated), "Slide 4", "Sheet Budget"."""
+        if self.page_label and not self.page_label.startswith("page "):
+            return capfirst(self.page_label)
+        return gettext("Page %(page)s") % {"page": self.page} if self.page else ""
 
     @property
     def page(self) -> int | None:
@@ -125,6 +135,7 @@ class Result:
             "tags": self.tags,
             "content_type": self.content_type,
             "more": [passage.as_json() for passage in self.more],
+            "page_label": self.page_label,
         }
 
 
@@ -156,6 +167,7 @@ def result_for(hit: Hit, number: int, query: str = "", *, others: Sequence[Hit] 
         tags=list(document.tags),
         content_type=document.content_type,
         more=[_passage(other, document, query) for other in others],
+        page_label=page_label(document.metadata, hit.page),
     )
 
 

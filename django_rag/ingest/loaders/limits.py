@@ -30,6 +30,24 @@ class LoaderLimits:
     pdf_max_layout_boxes: int = 1_000
     # Seconds of extraction one PDF may take, checked as it draws.
     pdf_timeout: float = 120.0
+    # Zip packages (DOCX, XLSX, PPTX, ODF, EPUB): entries listed, bytes all entries declare once
+    # inflated (reads stop there whatever the entry claims), and the inflated/compressed ratio of
+    # any entry past 1 MB (text compresses 5-20x; a bomb claims 1000x).
+    zip_max_entries: int = 10_000
+    zip_max_bytes: int = 256 * 1024 * 1024
+    zip_max_ratio: int = 200
+    # Cells one spreadsheet (all its sheets) may give; past it the file is refused.
+    sheet_max_cells: int = 2_000_000
+    # Pixels of one image (or one rendered PDF page) handed to OCR; read from the header first,
+    # so a small PNG claiming 100k x 100k pixels is refused before it is decoded.
+    image_max_pixels: int = 40_000_000
+    # Pages of one PDF (or frames of one TIFF) read by OCR; further ones are left out, and said so.
+    ocr_max_pages: int = 200
+    # Seconds Tesseract may spend on one page or image before it is stopped.
+    ocr_timeout: float = 60.0
+    # Attachments of one e-mail loaded as documents of their own, and messages nested in messages.
+    email_max_attachments: int = 100
+    email_max_depth: int = 3
 
 
 def loader_limits() -> LoaderLimits:

@@ -9,7 +9,8 @@ from urllib.parse import urlsplit
 from ...exceptions import LoaderError
 from ...types import RagDocument
 from ..outbound import FetchResult, OutboundPolicy, guarded_fetch
-from .registry import get_loader, guess_content_type, load_bytes
+from .registry import available, get_loader, guess_content_type, load_bytes
+from .sniff import sniff_content_type
 
 __all__ = ["load_fetched", "load_web"]
 
@@ -47,11 +48,13 @@ def load_fetched(
     content_type = result.content_type
     if content_type in ("", "application/octet-stream"):
         content_type = guess_content_type(urlsplit(result.final_url).path) or content_type
-    if get_loader(content_type) is None:
+    if get_loader(content_type) is None and not available(
+        sniff_content_type(result.content[:65536], content_type)
+    ):
         raise LoaderError(
             f"{result.final_url} has content type {content_type or 'none'!r}, which no loader handles"
         )
-    derived = {"source": result.final_url, "loader": "web", "content_type": content_type}
+    derived = {"source": result.final_url, "loader": "web"}
     return load_bytes(
         result.content,
         content_type=content_type,
