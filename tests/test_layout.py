@@ -38,6 +38,8 @@ LAYERS: list[tuple[str, ...]] = [
         "django_rag.ingest.loaders",
         "django_rag.ingest.outbound",
         "django_rag.ingest.chunking",
+        "django_rag.ingest.segments",  # the chunker's boundaries
+        "django_rag.ingest.tokens",  # the chunker's token counting
     ),
     ("django_rag.testing", "django_rag.querysets", "django_rag.models", "django_rag.ddl"),
     ("django_rag.stores",),
