@@ -424,7 +424,7 @@ class Chunk(models.Model):
     index = models.PositiveIntegerField()
     content = models.TextField()
     # The contextual header (title and heading path): embedded and matched with the content, not shown.
-    header = models.TextField(blank=True, default="")
+    header = models.TextField(blank=True, default="", db_default="")
     content_hash = models.CharField(max_length=40)
     token_count = models.PositiveIntegerField(default=0)
     page = models.PositiveIntegerField(null=True, blank=True)

@@ -33,7 +33,9 @@ ZIPF = [1 / (i + 1) for i in range(len(VOCABULARY))]
 
 def rag_settings(mode: str = "bounded", **bm25: Any) -> dict[str, Any]:
     options = {"TEXT_CONFIG": "simple", "CHUNK_SIZE": 512, "CHUNK_OVERLAP": 0}
-    return {"EMBEDDERS": HASHING, "COLLECTIONS": {"z": options}, "BM25": {"MODE": mode, **bm25}}
+    # MIN_SCORE None: these tests compare the legs' rankings, not the relevance cutoff.
+    bm25_settings = {"MODE": mode, **bm25}
+    return {"EMBEDDERS": HASHING, "COLLECTIONS": {"z": options}, "BM25": bm25_settings, "MIN_SCORE": None}
 
 
 def zipf_text(rng: random.Random, words: int) -> str:

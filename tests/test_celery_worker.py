@@ -197,7 +197,9 @@ def test_a_worker_killed_mid_ingestion_is_redelivered_and_leaves_one_copy(
     finally:
         survivor.stop()
     redelivered = (timezone.now() - killed_at).total_seconds()
-    expected = chunk_document(rag.RagDocument("x", LONG), chunk_size=256, chunk_overlap=32)
+    # Chunked as the pipeline does: with the upload's title as the contextual header.
+    titled = rag.RagDocument("x", LONG, metadata={"title": document.title})
+    expected = chunk_document(titled, chunk_size=256, chunk_overlap=32, context_headers=True)
     stored = Chunk.objects.filter(document=document)
     report(
         f"worker killed {moment}: task redelivered to a new worker and indexed {redelivered:.1f}s after "

@@ -24,7 +24,7 @@ from django_rag.ingest.switch import reembed
 from django_rag.models import Chunk, Document
 from tests.isolation_corpus import CORPUS, PREFIXES, index_corpus, prefix_matches, prop
 from tests.mediaapp.models import Note
-from tests.web_support import login
+from tests.web_support import body, login
 
 pytestmark = pytest.mark.django_db
 
@@ -172,7 +172,7 @@ def reach(kb: rag.KnowledgeBase, user: str, **scope: Any) -> dict[str, bool]:
     query = {"q": "bluebird merger", "collection": kb.name}
     hits = kb.search(query["q"], k=10, mode="hybrid", **scope)
     results = client.get("/kb/api/search/", query).json()["results"]
-    page = client.get("/kb/", query).content.decode()
+    page = body(client.get("/kb/", query))
     return {
         "api": any(hit.document.pk in secret for hit in hits if hit.document is not None),
         "json": any(result["document"] in secret for result in results),

@@ -29,6 +29,7 @@ from django_rag.search import MODES, SYNTAXES
 from django_rag.stores.base import QueryScope, SearchRequest
 from django_rag.stores.pgsearch import build_sql
 from tests.parameter_support import CORPUS, assert_no_leak
+from tests.web_support import body
 
 pytest_plugins = ["tests.conftest_parameters"]
 
@@ -291,7 +292,7 @@ def test_hostile_query_text_is_served_by_the_pages_endpoints_and_retrieval_test(
         assert_no_leak(json.dumps({**found.json(), "query": ""}))
         page = Client().get("/kb/", {"q": query, "mode": mode})
         assert page.status_code == 200
-        assert_no_leak(echo_removed(page.content.decode(), query))
+        assert_no_leak(echo_removed(body(page), query))
     params = {"q": query, "mode": "hybrid", "k": "5", "vector_weight": "1", "text_weight": "1", "rrf_k": "60"}
     explained = admin_client.get(f"/admin/django_rag/collection/{kb.pk}/retrieval-test/", params)
     assert explained.status_code == 200

@@ -5,7 +5,8 @@ them), never inside a sentence unless that sentence alone is longer than a chunk
 cut at a line break, else at whitespace, else anywhere). Page breaks (``\\f``) are never crossed.
 
 - A heading line starts a new chunk: a chunk holds one section (and the heading lines that open
-  it), and knows that section's heading path (``metadata["heading_path"]``, outermost first).
+  it), and knows that section's heading path (``metadata["heading_path"]``, outermost first;
+  absent for text before any heading).
 - A paragraph that fits in a chunk is never split: it goes whole into the chunk being built or
   opens the next one. A longer paragraph fills chunks sentence by sentence.
 - Each chunk after the first of a section starts with whole sentences of the previous one (at
@@ -394,7 +395,7 @@ def iter_chunks(
             page=None if first_page is None else first_page + page_index,
             char_start=char_start,
             char_end=char_start + len(content),
-            metadata={"heading_path": list(section.path)},
+            metadata={"heading_path": list(section.path)} if section.path else {},
             header=section.header,
         )
         index += 1

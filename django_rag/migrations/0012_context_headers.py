@@ -4,6 +4,8 @@
 (``stores.pgvector``). ``Collection.context_headers`` follows the collection's CONTEXT_HEADERS
 setting (default on). Existing chunks keep an empty header and their vectors until their
 documents are ingested again (docs/howto/upgrade-chunking.md): nothing is rewritten here.
+The header has a database default too: rows written by raw SQL or COPY without the column (bulk
+tools, older code) get an empty header, as existing chunks do.
 """
 
 from django.db import migrations, models
@@ -16,7 +18,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="chunk",
             name="header",
-            field=models.TextField(blank=True, default=""),
+            field=models.TextField(blank=True, default="", db_default=""),
         ),
         migrations.AddField(
             model_name="collection",
