@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, ...]] = [
         "django_rag.ingest.loaders",
         "django_rag.ingest.outbound",
         "django_rag.ingest.chunking",
+        "django_rag.ingest.packing",  # the chunker's pass
         "django_rag.ingest.segments",  # the chunker's boundaries
         "django_rag.ingest.tokens",  # the chunker's token counting
     ),
