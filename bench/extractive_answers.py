@@ -25,14 +25,12 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import json
 import math
 import os
 import random
 import re
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -52,44 +50,14 @@ settings.configure(INSTALLED_APPS=["django.contrib.contenttypes", "django.contri
 django.setup()
 
 from bench.common import machine_line, percentiles  # noqa: E402
+from bench.embcache import CachedLocalEmbedder  # noqa: E402
 from django_rag.answer.extractive import ExtractiveChat  # noqa: E402
-from django_rag.embedders.base import Vector  # noqa: E402
 from django_rag.embedders.local import LocalEmbedder  # noqa: E402
 
 # ../shared/data from the main checkout; a worktree sits one level deeper.
 _SHARED = next((p / "shared/data" for p in ROOT.parents if (p / "shared/data").is_dir()), ROOT / "data")
 DATA = Path(os.environ.get("BENCH_DATA", _SHARED))
-CACHE = Path(os.environ.get("BENCH_EMBCACHE", "/var/tmp/django-rag/embcache"))
 _WORD = re.compile(r"\w+")
-
-
-class CachedLocalEmbedder(LocalEmbedder):
-    """``LocalEmbedder`` that embeds only texts it has not seen (one float32 file per text)."""
-
-    def _path(self, kind: str, text: str) -> Path:
-        prefix = self.query_prefix if kind == "query" else self.document_prefix
-        digest = hashlib.sha1((prefix + text).encode("utf-8", "surrogatepass")).hexdigest()
-        return CACHE / self.space.replace("/", "_") / digest[:2] / f"{digest}.f32"
-
-    def _embed(self, texts: list[str], kind: str) -> list[Vector]:
-        paths = [self._path(kind, text) for text in texts]
-        vectors: list[Vector | None] = [None] * len(texts)
-        missing = []
-        for i, path in enumerate(paths):
-            if path.is_file():
-                vectors[i] = np.fromfile(path, dtype=np.float32).tolist()
-            else:
-                missing.append(i)
-        if missing:
-            fresh = super()._embed([texts[i] for i in missing], kind)
-            for i, vector in zip(missing, fresh, strict=True):
-                vectors[i] = vector
-                path = paths[i]
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as handle:
-                    np.asarray(vector, dtype=np.float32).tofile(handle)
-                os.replace(handle.name, path)
-        return [vector for vector in vectors if vector is not None]
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
