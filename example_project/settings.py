@@ -100,9 +100,11 @@ RAG = {
         # Portuguese articles: stemmed with PostgreSQL's portuguese text search configuration.
         "artigos": {"TEXT_CONFIG": "portuguese", "CHUNK_SIZE": 128, "CHUNK_OVERLAP": 16},
     },
-    # No RAG["CHAT"] here: answers quote the documents' sentences (no language model, no key).
-    # With OPENAI_API_KEY set (and OPENAI_BASE_URL for a local server such as Ollama or vLLM), a
-    # model writes them instead: see below.
+    # Answers quote the documents' sentences (no language model, no key). Named rather than left
+    # to the default, so `check` stays silent (I006 reports an absent RAG["CHAT"]). With
+    # OPENAI_API_KEY set (and OPENAI_BASE_URL for a local server such as Ollama or vLLM), a model
+    # writes them instead: see below.
+    "CHAT": {"BACKEND": "django_rag.answer.extractive.ExtractiveChat"},
     # /kb/: every user belongs to one tenant (a "tenant:acme" group) and searches only its documents.
     "WEB": {"SCOPE": "example_project.kb.scope.scope", "ASK_RATE": "30/m"},
 }

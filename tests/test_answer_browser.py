@@ -73,7 +73,9 @@ def keyless_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = work / "runserver.log"
     with log.open("w") as output:
         server = subprocess.Popen(
-            [*manage, "runserver", f"127.0.0.1:{port}", "--noreload"],
+            # The example runs with DEBUG off, where runserver serves no static files unless asked
+            # (--insecure): without rag.css the answer would be drawn below the results.
+            [*manage, "runserver", f"127.0.0.1:{port}", "--noreload", "--insecure"],
             env=env,
             cwd=ROOT,
             stdout=output,
