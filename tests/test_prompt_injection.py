@@ -15,6 +15,7 @@ import html
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -27,7 +28,7 @@ from django_rag.answer.chat import OpenAIChat
 from django_rag.answer.prompts import neutralise
 from django_rag.models import Document
 from django_rag.testing import OpenAICompatibleServer
-from django_rag.web.results import Result, render_answer
+from django_rag.web.results import render_answer
 from tests.web_support import body
 
 pytestmark = pytest.mark.django_db
@@ -256,8 +257,18 @@ def test_an_answer_cites_only_numbers_that_were_given(
     assert answer.text == reply  # the reply is not rewritten, only read
 
 
-def _result(number: int, url: str) -> Result:
-    return Result(number, f"Doc {number}", "", None, url, 1.0, None, None, number, number)
+@dataclass
+class _Cited:
+    """What render_answer needs of a source (the ``Cited`` protocol)."""
+
+    number: int
+    url: str
+    title: str
+    page: int | None = None
+
+
+def _result(number: int, url: str) -> _Cited:
+    return _Cited(number, url, f"Doc {number}")
 
 
 @settings(max_examples=200, deadline=None)
