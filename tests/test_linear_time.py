@@ -63,12 +63,14 @@ SIZE = 64 * KB
 
 
 def _cpu_seconds(content_type: str, data: bytes) -> float:
+    # This thread's CPU time: process_time also counts other threads of the test process (an ONNX
+    # Runtime pool spinning, a chat worker thread left by an earlier test), which made it flaky.
     chunker = Chunker()
-    started = time.process_time()
+    started = time.thread_time()
     for doc in load_bytes(data, content_type=content_type, source_id="hostile"):
         for _ in chunker.iter_document(doc):
             pass
-    return time.process_time() - started
+    return time.thread_time() - started
 
 
 @pytest.mark.parametrize("name", list(CLASSES))
@@ -77,7 +79,7 @@ def test_every_hostile_class_loads_and_chunks_in_linear_time(name: str) -> None:
     small, large = make(SIZE), make(4 * SIZE)
     _cpu_seconds(content_type, small)  # warm-up
     t_small = min(_cpu_seconds(content_type, small) for _ in range(2))
-    t_large = _cpu_seconds(content_type, large)
+    t_large = min(_cpu_seconds(content_type, large) for _ in range(2))
     assert t_large < 6 * t_small + 0.3, (name, t_small, t_large)
 
 
