@@ -62,7 +62,8 @@ class LocalEmbedder(BaseEmbedder):
 
     Options: ``MODEL_PATH`` (with ``MODEL`` naming its embedding space), ``TOKENIZER_PATH``,
     ``MAX_LENGTH`` (tokens, longer texts are truncated), ``QUERY_PREFIX`` / ``DOCUMENT_PREFIX``
-    (e5-style models), ``NORMALIZE``, ``THREADS`` (ONNX Runtime intra-op threads), ``BATCH_SIZE``.
+    (e5-style models), ``NORMALIZE``, ``THREADS`` (ONNX Runtime intra-op threads), ``SPIN``
+    (idle intra-op threads busy-wait; default False), ``BATCH_SIZE``.
     """
 
     model = DEFAULT_MODEL
@@ -80,7 +81,7 @@ class LocalEmbedder(BaseEmbedder):
         document_prefix: str = "",
         normalize: bool = True,
         threads: int | None = None,
-        spin: bool | None = None,
+        spin: bool = False,
         **options: Any,
     ) -> None:
         if model_path is not None and not model:
@@ -99,7 +100,7 @@ class LocalEmbedder(BaseEmbedder):
         self.query_prefix = query_prefix
         self.document_prefix = document_prefix
         self.normalize = bool(normalize)
-        if spin is not None and not isinstance(spin, bool):
+        if not isinstance(spin, bool):
             raise ConfigurationError(f"LocalEmbedder SPIN must be True or False, got {spin!r}")
         self.threads = threads
         self.spin = spin
@@ -272,7 +273,7 @@ def _check_sha256(path: str, expected: str | None, what: str, fix: str) -> None:
 
 
 @functools.cache
-def _load_model(path: str, sha256: str | None, threads: int | None, spin: bool | None) -> _Model:
+def _load_model(path: str, sha256: str | None, threads: int | None, spin: bool) -> _Model:
     import numpy as np
     import onnxruntime as ort
 
@@ -281,8 +282,10 @@ def _load_model(path: str, sha256: str | None, threads: int | None, spin: bool |
     options.log_severity_level = 3
     if threads is not None:
         options.intra_op_num_threads = threads
-    if spin is not None:
-        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+    # Off by default: beside PostgreSQL and workers, spinning threads took the cores the
+    # inference's other threads needed (query p50 30 ms with spinning, 5.7 ms without; idle,
+    # ingest the same and queries +1 ms). docs/design.md, "The local embedder's threads".
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
     try:
         session = ort.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as exc:
