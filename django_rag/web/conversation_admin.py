@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
-from .admin import ModelAdmin, _scoped_rows
+from .admin_base import ModelAdmin, _scoped_rows
 from .models import Conversation, Turn
 
 __all__ = ["ConversationAdmin"]
