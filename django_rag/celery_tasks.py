@@ -34,6 +34,30 @@ from .ingest.switch import (
 from .models import Collection, Document
 from .retry import is_transient
 
+__all__ = [
+    "FLIP_MAX_POLLS",
+    "FLIP_POLL_SECONDS",
+    "as_task",
+    "backoff",
+    "check_broker",
+    "enqueue",
+    "enqueue_batches",
+    "enqueue_switch",
+    "ingest",
+    "ingest_batch",
+    "ingest_batch_task",
+    "ingest_task",
+    "remove",
+    "remove_task",
+    "switch_fill",
+    "switch_fill_task",
+    "switch_flip",
+    "switch_flip_task",
+    "task_arguments",
+    "task_backend",
+    "uses_celery",
+]
+
 
 def _optional(name: str) -> Any:
     return importlib.import_module(name) if importlib.util.find_spec(name.split(".")[0]) else None
@@ -54,7 +78,7 @@ tasks_api: Any = (
 )
 
 
-def _as_task(function: Any) -> Any:
+def as_task(function: Any) -> Any:
     """``function`` as a module-level Task of the Tasks API (a worker finds a job's task by its
     dotted path), or None without the API or a usable default backend (check E112 says which)."""
     if tasks_api is None:
@@ -91,7 +115,7 @@ def enqueue(
     task = ingest_task if action == "ingest" else remove_task
     if task is None:
         raise ConfigurationError('Celery is not installed: pip install "django-rag[celery]"')
-    task.apply_async(args=_arguments(model, pk, row_using, using), queue=media_settings()["QUEUE"])
+    task.apply_async(args=task_arguments(model, pk, row_using, using), queue=media_settings()["QUEUE"])
 
 
 def task_backend() -> Any:
@@ -104,7 +128,7 @@ def task_backend() -> Any:
 logger = logging.getLogger("django_rag.ingest")
 
 
-def _arguments(
+def task_arguments(
     model: type[models.Model], pk: Any, row_using: str | None, using: str | None
 ) -> tuple[Any, ...]:
     # Arguments travel as JSON: integer keys stay integers, anything else (UUID...) a string.

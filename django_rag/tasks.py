@@ -40,8 +40,7 @@ from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 
 from .celery_tasks import (
-    _arguments,
-    _as_task,
+    as_task,
     backoff,
     check_broker,
     enqueue,
@@ -55,6 +54,7 @@ from .celery_tasks import (
     remove_task,
     switch_fill,
     switch_flip,
+    task_arguments,
     task_backend,
     uses_celery,
 )
@@ -155,7 +155,7 @@ def enqueue_job(
     }
     if delay:
         options["run_after"] = timezone.now() + datetime.timedelta(seconds=delay)
-    return job.using(**options).enqueue(*_arguments(model, pk, row_using, using), attempt)
+    return job.using(**options).enqueue(*task_arguments(model, pk, row_using, using), attempt)
 
 
 def _schedule(action: str, model: type[models.Model], pk: Any, row_using: str | None) -> None:
@@ -222,7 +222,7 @@ def _mark_pending(model: type[models.Model], pk: Any) -> None:
     get_store(kb.using).mark_pending(kb, [registration.source_id(pk)])
 
 
-@_as_task
+@as_task
 def ingest_job(
     app_label: str,
     model_name: str,
@@ -250,7 +250,7 @@ def ingest_job(
     return result.status
 
 
-@_as_task
+@as_task
 def remove_job(
     app_label: str,
     model_name: str,

@@ -13,6 +13,8 @@ from ..ddl import IndexSpec
 from ..exceptions import RagError
 from .common import configured_spaces, embedder_space
 
+__all__ = ["check_database"]
+
 
 @register(Tags.database)
 def check_database(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[CheckMessage]:

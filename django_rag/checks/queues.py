@@ -13,6 +13,8 @@ from ..ingest.registration import MEDIA_DEFAULTS, registrations
 from ..tasks import task_backend, uses_celery
 from .common import unknown_keys
 
+__all__ = ["check_bulk", "check_ocr", "check_task_queue"]
+
 
 @register()
 def check_task_queue(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:

@@ -12,6 +12,8 @@ from ..ingest.loaders import get_loader
 from ..ingest.registration import MEDIA_DEFAULTS, Registration, registrations
 from .common import unknown_keys
 
+__all__ = ["check_registrations"]
+
 
 @register()
 def check_registrations(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:

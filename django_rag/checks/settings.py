@@ -16,6 +16,8 @@ from ..exceptions import ConfigurationError
 from ..models import Chunk
 from .common import embedder_missing_key, embedder_problems, unknown_keys
 
+__all__ = ["check_answers", "check_settings"]
+
 
 def _read_database_problems() -> list[CheckMessage]:
     errors: list[CheckMessage] = []

@@ -23,6 +23,8 @@ from .loaders.registry import resolve_content_type
 from .loaders.sniff import OLE, TEXT_TYPES, ZIP, sniff_content_type
 from .source_values import DEFAULT_MAX_BYTES, SourceOutcome
 
+__all__ = ["is_url", "load_source"]
+
 # Any "scheme://", not only http(s): "file:///etc/passwd", "gopher://..." or "HTTP://..." are URLs
 # that the outbound policy judges (and refuses, naming the setting), never local paths by accident.
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")

@@ -14,6 +14,15 @@ from ..types import (
 )
 from .pipeline import DEFAULT_BATCH_SIZE, IndexProgress
 
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "RESERVED_ID",
+    "IngestOptions",
+    "IngestReport",
+    "SourceOutcome",
+    "SourcesProgress",
+]
+
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
 
 

@@ -9,6 +9,9 @@ the admin: ``skipped`` (``unsupported-type``, ``too-large``, ``empty-text``, ``b
 With ``prune`` a folder is mirrored: documents that came from files under it (their recorded
 ``source`` is a path in it) and that this run did not see are removed. ``dry_run`` reads and
 extracts every source and reports what would change, writing nothing.
+
+The run's values live in ``source_values`` and the reading of one source in ``source_loading``;
+both are re-exported here.
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ by the old embedder) and gets an ``EmbeddingSwitch`` row naming the *target* spa
 
 Writers hold a share lock on the collection row while they commit (``Collection.space_state``),
 so a switch cannot begin, flip or abort between a writer's read of the spaces and its commit.
+
+Where a switch stands (``status``, ``index_problem``, ``build_index``, ``target_embedder``) lives
+in ``switch_status`` and is re-exported here.
 """
 
 from __future__ import annotations

@@ -13,6 +13,18 @@ from ..exceptions import ConfigurationError, RagError
 from ..models import Collection, EmbeddingSwitch, embedder_for_space
 from ..stores import get_store
 
+__all__ = [
+    "SpaceStatus",
+    "SwitchStatus",
+    "build_index",
+    "check_switch",
+    "get_switch",
+    "has_index",
+    "index_problem",
+    "status",
+    "target_embedder",
+]
+
 
 @dataclass
 class SpaceStatus:

@@ -24,13 +24,15 @@ from django_rag.management.output import printable
 from django_rag.models import IngestJob
 from django_rag.types import SyncResult
 
+__all__ = ["Progress", "Stopper", "job_summary", "password_map", "summary"]
+
 try:
     from tqdm import tqdm
 except ImportError:  # pragma: no cover - tqdm is a dependency; a broken install still ingests
     tqdm = None
 
 
-def _password_map(path: str | None) -> dict[str, str]:
+def password_map(path: str | None) -> dict[str, str]:
     if path is None:
         return {}
     try:
@@ -42,7 +44,7 @@ def _password_map(path: str | None) -> dict[str, str]:
     return {str(k): v for k, v in data.items()}
 
 
-def _job_summary(job: IngestJob) -> dict[str, Any]:
+def job_summary(job: IngestJob) -> dict[str, Any]:
     return {
         "job": str(job.pk),
         "queue": job.queue,
@@ -59,7 +61,7 @@ def _job_summary(job: IngestJob) -> dict[str, Any]:
     }
 
 
-def _summary(report: IngestReport, options: IngestOptions, interrupted: bool) -> dict[str, Any]:
+def summary(report: IngestReport, options: IngestOptions, interrupted: bool) -> dict[str, Any]:
     sync: SyncResult = report.sync
     return {
         "dry_run": options.dry_run,
@@ -85,7 +87,7 @@ def _summary(report: IngestReport, options: IngestOptions, interrupted: bool) ->
     }
 
 
-class _Stopper:
+class Stopper:
     """The first Ctrl-C asks the run to stop after the batch in hand; a second one stops it now."""
 
     def __init__(self, *, waiting: bool = False) -> None:
@@ -96,7 +98,7 @@ class _Stopper:
     def stopped(self) -> bool:
         return self.signalled
 
-    def __enter__(self) -> _Stopper:
+    def __enter__(self) -> Stopper:
         # Signal handlers can only be set from the main thread (call_command may run elsewhere).
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._handle)
@@ -114,7 +116,7 @@ class _Stopper:
             sys.stderr.write("\nstopping after the current batch (Ctrl-C again to stop now)\n")
 
 
-class _Progress(SourcesProgress):
+class Progress(SourcesProgress):
     """Two tqdm bars on stderr: sources read (total counted first), then chunk texts embedded."""
 
     def __init__(self, command: BaseCommand, verbosity: int) -> None:

@@ -18,6 +18,8 @@ from ..replicas import reachable_read_alias
 from ..validation import shown, unstorable
 from .documents import Chunk
 
+__all__ = ["Collection", "CollectionManager", "EmbeddingSwitch", "SpaceState", "embedder_for_space"]
+
 logger = logging.getLogger(__name__)
 
 

@@ -13,6 +13,8 @@ from pgvector.django import VectorField
 
 from ..querysets import ChunkQuerySet
 
+__all__ = ["Chunk", "Document"]
+
 
 class Document(models.Model):
     """One logical source (a file, a page, a model row), identified by ``source_id``."""

@@ -9,6 +9,8 @@ from django.utils.translation import gettext_lazy as _
 
 from .collection import Collection
 
+__all__ = ["IngestBatch", "IngestJob"]
+
 
 class IngestJob(models.Model):
     """One ``rag_ingest --async`` run: its sources, split in batches that Celery workers ingest.

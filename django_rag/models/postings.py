@@ -8,6 +8,8 @@ from django.db import models
 from .collection import Collection
 from .documents import Chunk
 
+__all__ = ["POSTING_BUCKET_BITS", "Posting", "PostingBlock", "TextStats"]
+
 # A posting block holds postings of one term among 16,384 consecutive chunk ids, so a chunk's
 # postings are found from its id without an index on chunk ids.
 POSTING_BUCKET_BITS = 14

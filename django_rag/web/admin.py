@@ -24,7 +24,14 @@ from ..ingest.switch import status as switch_status
 from ..models import Chunk, Collection, Document
 from ..stores import get_store
 from .actions import reindex_collections, reindex_selected
-from .admin_base import ModelAdmin, _scoped, _sees_everything, _table, _viewing, retrieval_test_allowed
+from .admin_base import (
+    ModelAdmin,
+    html_table,
+    retrieval_test_allowed,
+    scoped_documents,
+    sees_everything,
+    viewing,
+)
 from .admin_rows import ChunkAdmin, DocumentAdmin, IngestJobAdmin, QueryLogAdmin
 from .admin_views import retrieval_test_view
 from .adminscope import ScopedAdminMixin, operator_scope
@@ -77,20 +84,20 @@ class CollectionAdmin(ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # A collection's settings and rows are shared by every tenant: an operator with a scope
         # may run the (scoped) actions of the list, never edit or delete the collection itself.
-        if obj is not None and not _sees_everything(request):
+        if obj is not None and not sees_everything(request):
             return False
         return super().has_change_permission(request, obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return _sees_everything(request) and super().has_delete_permission(request, obj)
+        return sees_everything(request) and super().has_delete_permission(request, obj)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
-        return _sees_everything(request) and super().has_add_permission(request)
+        return sees_everything(request) and super().has_add_permission(request)
 
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
     ) -> HttpResponse:
-        token = _viewing.set(request)
+        token = viewing.set(request)
         try:
             response = super().change_view(request, object_id, form_url, extra_context)
             render = getattr(response, "render", None)
@@ -98,10 +105,10 @@ class CollectionAdmin(ModelAdmin):
                 render()  # now, while the fields can see whose scope to count in
             return response
         finally:
-            _viewing.reset(token)
+            viewing.reset(token)
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
-        token = _viewing.set(request)
+        token = viewing.set(request)
         try:
             response = super().changelist_view(request, extra_context)
             render = getattr(response, "render", None)
@@ -109,7 +116,7 @@ class CollectionAdmin(ModelAdmin):
                 render()  # the retrieval test column shows a link only where the viewer may test
             return response
         finally:
-            _viewing.reset(token)
+            viewing.reset(token)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         fields = list(super().get_readonly_fields(request, obj))
@@ -160,7 +167,7 @@ class CollectionAdmin(ModelAdmin):
 
     @admin.display(description=_("retrieval test"))
     def retrieval_test(self, obj: Collection) -> str:
-        request = _viewing.get()
+        request = viewing.get()
         if obj.pk is None or (request is not None and not retrieval_test_allowed(request, obj.name)):
             return "-"
         url = reverse("admin:django_rag_collection_retrieval_test", args=[obj.pk])
@@ -171,20 +178,20 @@ class CollectionAdmin(ModelAdmin):
         options = rag_settings.collection_options(obj.name) if obj.pk else None
         if options is None:
             return str(_("Not declared in settings: the row's values apply."))
-        return _table([_("setting"), _("value")], [(key, repr(value)) for key, value in options.items()])
+        return html_table([_("setting"), _("value")], [(key, repr(value)) for key, value in options.items()])
 
     @admin.display(description=_("documents and chunks by status"))
     def status_summary(self, obj: Collection) -> str:
         if obj.pk is None:
             return "-"
-        documents = _scoped(_viewing.get(), Document.objects.using(obj.using).filter(collection=obj))
+        documents = scoped_documents(viewing.get(), Document.objects.using(obj.using).filter(collection=obj))
         rows = (
             documents.values_list("status")
             .annotate(Count("id", distinct=True), Count("chunks"))
             .order_by("status")
         )
         labels = dict(Document.Status.choices)
-        return _table(
+        return html_table(
             [_("status"), _("documents"), _("chunks")],
             [(labels.get(status, status), docs, chunks) for status, docs, chunks in rows],
         )
@@ -197,7 +204,7 @@ class CollectionAdmin(ModelAdmin):
             current = obj.space
         except RagError as exc:
             current = f"({exc})"
-        documents = _scoped(_viewing.get(), Document.objects.using(obj.using).filter(collection=obj))
+        documents = scoped_documents(viewing.get(), Document.objects.using(obj.using).filter(collection=obj))
         counts = (
             Chunk.objects.using(obj.using)
             .filter(collection=obj, document__in=documents.values("pk"))
@@ -220,7 +227,7 @@ class CollectionAdmin(ModelAdmin):
             rows.append(
                 (current, 0, _("yes") if current in indexed else _("no: run manage.py rag_migration"))
             )
-        return _table([_("space (✓ current)"), _("chunks"), _("ANN index")], rows)
+        return html_table([_("space (✓ current)"), _("chunks"), _("ANN index")], rows)
 
     @admin.display(description=_("embedder switch"))
     def switch_progress(self, obj: Collection) -> str:
@@ -250,7 +257,7 @@ class CollectionAdmin(ModelAdmin):
         ]
         if report.problem:
             rows.append((_("problem"), report.problem))
-        return _table([_("switch"), _("value")], rows)
+        return html_table([_("switch"), _("value")], rows)
 
     @admin.display(description=_("system check messages"))
     def check_messages(self, obj: Collection) -> str:
@@ -268,7 +275,7 @@ class CollectionAdmin(ModelAdmin):
         ]
         if not found:
             return str(_("None."))
-        return _table([_("check"), _("message"), _("hint")], [(m.id, m.msg, m.hint or "") for m in found])
+        return html_table([_("check"), _("message"), _("hint")], [(m.id, m.msg, m.hint or "") for m in found])
 
 
 def _indexed_spaces(using: str) -> set[str]:

@@ -22,19 +22,30 @@ if TYPE_CHECKING:
 else:  # ModelAdmin is generic in django-stubs only, not at run time
     ModelAdmin = admin.ModelAdmin
 
+__all__ = [
+    "CHUNK_LIST_LIMIT",
+    "ReadOnlyAdmin",
+    "html_table",
+    "retrieval_test_allowed",
+    "scoped_documents",
+    "scoped_rows",
+    "sees_everything",
+    "viewing",
+]
 
-_CHUNK_LIST_LIMIT = 200
+
+CHUNK_LIST_LIMIT = 200
 
 
 # The request whose change page is being rendered: read-only fields get only the object, and the
 # counts they show must stay within the viewer's scope.
-_viewing: ContextVar[HttpRequest | None] = ContextVar("django_rag_admin_request", default=None)
+viewing: ContextVar[HttpRequest | None] = ContextVar("django_rag_admin_request", default=None)
 
 
 _Row = TypeVar("_Row", bound=Model)
 
 
-def _sees_everything(request: HttpRequest) -> bool:
+def sees_everything(request: HttpRequest) -> bool:
     scope = operator_scope(request)
     return scope is None or scope == Scope()
 
@@ -44,7 +55,7 @@ def retrieval_test_allowed(request: HttpRequest, name: str) -> bool:
     return operator_scope(request) is None or name in visible_collections(request)
 
 
-def _scoped(request: HttpRequest | None, documents: QuerySet[Document]) -> QuerySet[Document]:
+def scoped_documents(request: HttpRequest | None, documents: QuerySet[Document]) -> QuerySet[Document]:
     if request is None:
         return documents.none()
     if getattr(request.user, "is_superuser", False):
@@ -52,7 +63,7 @@ def _scoped(request: HttpRequest | None, documents: QuerySet[Document]) -> Query
     return scope_for(request).documents(documents)
 
 
-def _scoped_rows(request: HttpRequest, rows: QuerySet[_Row], collection_names: str) -> QuerySet[_Row]:
+def scoped_rows(request: HttpRequest, rows: QuerySet[_Row], collection_names: str) -> QuerySet[_Row]:
     """Rows carrying a ``tenant`` and a collection (name lookup ``collection_names``), narrowed to
     the viewer's scope: log entries and ingest jobs, which have no tags to narrow by."""
     if getattr(request.user, "is_superuser", False):
@@ -65,7 +76,7 @@ def _scoped_rows(request: HttpRequest, rows: QuerySet[_Row], collection_names: s
     return rows.none() if scope.empty else rows
 
 
-def _table(headers: list[Any], rows: list[tuple[Any, ...]]) -> SafeString:
+def html_table(headers: list[Any], rows: list[tuple[Any, ...]]) -> SafeString:
     head = format_html_join("", "<th scope='col'>{}</th>", ((h,) for h in headers))
     body = format_html_join(
         "", "<tr>{}</tr>", ((format_html_join("", "<td>{}</td>", ((c,) for c in row)),) for row in rows)
@@ -73,7 +84,7 @@ def _table(headers: list[Any], rows: list[tuple[Any, ...]]) -> SafeString:
     return format_html("<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>", head, body)
 
 
-class _ReadOnly(ModelAdmin):
+class ReadOnlyAdmin(ModelAdmin):
     """Rows written by ingestion: viewable and deletable, never edited by hand."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:

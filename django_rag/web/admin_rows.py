@@ -16,8 +16,10 @@ from django.utils.translation import gettext_lazy as _
 
 from ..models import Chunk, Document, IngestJob, QueryLog
 from .actions import reindex_selected, remove_from_index, retry_failed
-from .admin_base import _CHUNK_LIST_LIMIT, _ReadOnly, _scoped, _scoped_rows, _table
+from .admin_base import CHUNK_LIST_LIMIT, ReadOnlyAdmin, html_table, scoped_documents, scoped_rows
 from .admin_views import query_report_view
+
+__all__ = ["ChunkAdmin", "DocumentAdmin", "IngestJobAdmin", "QueryLogAdmin"]
 
 
 class _ReasonFilter(admin.SimpleListFilter):
@@ -42,7 +44,7 @@ class _ReasonFilter(admin.SimpleListFilter):
 
 
 @admin.register(Document)
-class DocumentAdmin(_ReadOnly):
+class DocumentAdmin(ReadOnlyAdmin):
     list_display = [
         "__str__",
         "collection",
@@ -78,12 +80,12 @@ class DocumentAdmin(_ReadOnly):
     readonly_fields = ["owner_link", "chunk_list", "created_at", "updated_at"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Document]:
-        return _scoped(request, super().get_queryset(request))
+        return scoped_documents(request, super().get_queryset(request))
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # A document's page stays read-only (ingestion writes it); the change permission in general
         # is what the re-index and retry actions of the list require.
-        return obj is None and super(_ReadOnly, self).has_change_permission(request)
+        return obj is None and super(ReadOnlyAdmin, self).has_change_permission(request)
 
     @admin.display(description=_("came from"))
     def owner_link(self, obj: Document) -> str:
@@ -105,22 +107,22 @@ class DocumentAdmin(_ReadOnly):
             Chunk.objects.using(obj.collection.using)
             .filter(document=obj)
             .order_by("space", "index")
-            .values_list("index", "page", "token_count", "space", "content")[: _CHUNK_LIST_LIMIT + 1]
+            .values_list("index", "page", "token_count", "space", "content")[: CHUNK_LIST_LIMIT + 1]
         )
         rows = [
             (index, page or "-", tokens, space, content[:120] + ("…" if len(content) > 120 else ""))
             for index, page, tokens, space, content in chunks
         ]
-        more = len(rows) > _CHUNK_LIST_LIMIT
-        table = _table([_("#"), _("page"), _("tokens"), _("space"), _("text")], rows[:_CHUNK_LIST_LIMIT])
+        more = len(rows) > CHUNK_LIST_LIMIT
+        table = html_table([_("#"), _("page"), _("tokens"), _("space"), _("text")], rows[:CHUNK_LIST_LIMIT])
         if more:
-            note = _("Only the first %(count)d chunks are shown.") % {"count": _CHUNK_LIST_LIMIT}
+            note = _("Only the first %(count)d chunks are shown.") % {"count": CHUNK_LIST_LIMIT}
             return format_html("{}<p>{}</p>", table, note)
         return table
 
 
 @admin.register(Chunk)
-class ChunkAdmin(_ReadOnly):
+class ChunkAdmin(ReadOnlyAdmin):
     list_display = ["__str__", "document", "index", "token_count", "page", "space"]
     list_filter = ["collection", "space"]
     search_fields = ["document__source_id"]
@@ -133,7 +135,7 @@ class ChunkAdmin(_ReadOnly):
         chunks: QuerySet[Chunk] = super().get_queryset(request)
         if getattr(request.user, "is_superuser", False):
             return chunks
-        return chunks.filter(document__in=_scoped(request, Document.objects.all()).values("pk"))
+        return chunks.filter(document__in=scoped_documents(request, Document.objects.all()).values("pk"))
 
 
 class _FeedbackFilter(admin.SimpleListFilter):
@@ -155,7 +157,7 @@ class _FeedbackFilter(admin.SimpleListFilter):
 
 
 @admin.register(QueryLog)
-class QueryLogAdmin(_ReadOnly):
+class QueryLogAdmin(ReadOnlyAdmin):
     list_display = [
         "created_at",
         "kind",
@@ -175,7 +177,7 @@ class QueryLogAdmin(_ReadOnly):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[QueryLog]:
         entries: QuerySet[QueryLog] = super().get_queryset(request)
-        return _scoped_rows(request, entries, "collection")
+        return scoped_rows(request, entries, "collection")
 
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view(query_report_view(self))
@@ -197,7 +199,7 @@ class QueryLogAdmin(_ReadOnly):
 
 
 @admin.register(IngestJob)
-class IngestJobAdmin(_ReadOnly):
+class IngestJobAdmin(ReadOnlyAdmin):
     """``rag_ingest --async`` runs: counts written by the workers as batches finish."""
 
     list_display = [
@@ -217,7 +219,7 @@ class IngestJobAdmin(_ReadOnly):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[IngestJob]:
         jobs: QuerySet[IngestJob] = super().get_queryset(request)
-        return _scoped_rows(request, jobs, "collection__name")
+        return scoped_rows(request, jobs, "collection__name")
 
     @admin.display(description=_("sources done"))
     def progress(self, obj: IngestJob) -> str:

@@ -146,5 +146,3 @@ def conversation_json(conversation: Conversation) -> dict[str, Any]:
             for turn in turns
         ],
     }
-
-

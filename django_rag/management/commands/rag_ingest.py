@@ -29,7 +29,7 @@ from django_rag.ingest.sources import (
     ingest_sources,
     targets,
 )
-from django_rag.management.ingest_progress import _job_summary, _password_map, _Progress, _Stopper, _summary
+from django_rag.management.ingest_progress import Progress, Stopper, job_summary, password_map, summary
 from django_rag.management.options import add_database_argument
 from django_rag.management.output import RagCommand, printable, printable_json
 from django_rag.models import Document, IngestJob
@@ -192,7 +192,7 @@ class Command(RagCommand):
             excludes=tuple(options["exclude"]),
             follow_links=options["follow_links"],
             password=options["password"],
-            passwords=_password_map(options["password_map"]),
+            passwords=password_map(options["password_map"]),
             prune=options["prune"],
             dry_run=options["dry_run"],
             fail_fast=options["fail_fast"],
@@ -205,8 +205,8 @@ class Command(RagCommand):
         if not options["wait"]:
             raise CommandError("--no-wait goes with --async")
         verbosity = options["verbosity"]
-        stopper = _Stopper()
-        progress = _Progress(self, verbosity if not options["json"] else min(verbosity, 1))
+        stopper = Stopper()
+        progress = Progress(self, verbosity if not options["json"] else min(verbosity, 1))
         try:
             kb = collection(options["collection"], using=options["database"])
             if verbosity >= 1:
@@ -228,7 +228,7 @@ class Command(RagCommand):
         finally:
             progress.close()
         if options["json"]:
-            self.stdout.write(printable_json(_summary(report, ingest_options, stopper.signalled), indent=2))
+            self.stdout.write(printable_json(summary(report, ingest_options, stopper.signalled), indent=2))
         else:
             self._table(report, ingest_options, verbosity)
         if stopper.signalled:
@@ -302,7 +302,7 @@ class Command(RagCommand):
         job = self._watch(job, verbosity if not options["json"] else 0)
         kb = job.collection
         if options["json"]:
-            self.stdout.write(printable_json(_job_summary(job), indent=2))
+            self.stdout.write(printable_json(job_summary(job), indent=2))
         else:
             self._job_table(job, verbosity)
         if job.failed:
@@ -321,7 +321,7 @@ class Command(RagCommand):
         bar: Any = None
         if tqdm is not None and verbosity >= 1:
             bar = tqdm(total=job.total, unit="source", desc="workers", dynamic_ncols=True, disable=None)
-        stopper = _Stopper(waiting=True)
+        stopper = Stopper(waiting=True)
         try:
             with stopper:
                 while True:
