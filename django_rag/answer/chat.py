@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ..backends import load_backend, one_per_process
 from ..conf import on_rag_change, rag_settings
 from ..exceptions import ChatDeadlineError, ChatError, ChatUnreachableError, ConfigurationError
-from ..retry import RetryPolicy, call_openai, openai_error_message
+from ..retry import RetryPolicy, call_openai, openai_api_key, openai_error_message
 from .deadline import Deadline, within
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ class OpenAIChat:
     ) -> None:
         _import_openai()  # fail at configuration time, not on the first question
         # A missing key is reported on the first question (and by check W005), never at build time.
-        api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        api_key = openai_api_key(api_key)
         if problems := self.check_options(
             {"timeout": timeout, "deadline": deadline, "max_tokens": max_tokens}
         ):
@@ -167,8 +167,7 @@ class OpenAIChat:
     @classmethod
     def missing_key(cls, options: dict[str, Any]) -> str | None:
         """System check W005: the message when neither API_KEY nor OPENAI_API_KEY is set."""
-        key = options.get("api_key")
-        if key if key is not None else os.environ.get("OPENAI_API_KEY"):
+        if openai_api_key(options.get("api_key")):
             return None
         return _missing_key_message(options.get("model", "gpt-4o-mini"))
 

@@ -12,7 +12,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ConfigurationError, EmbedderError
-from ..retry import RetryPolicy, call_openai, openai_error_message
+from ..retry import RetryPolicy, call_openai, openai_api_key, openai_error_message
 from .base import BaseEmbedder, Vector
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class OpenAIEmbedder(BaseEmbedder):
         _import_openai()  # fail at configuration time, not on the first document
         # A missing key is reported when the embedder is first used (and by check W005), not
         # here: building it must not need a runtime secret (``migrate``, ``check``, CI builds).
-        api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        api_key = openai_api_key(api_key)
         if not _timings_valid(timeout, max_retries, backoff_base, backoff_max):
             raise ConfigurationError(_TIMINGS)
         self.api_key = api_key
@@ -115,8 +115,7 @@ class OpenAIEmbedder(BaseEmbedder):
     @classmethod
     def missing_key(cls, options: dict[str, Any]) -> str | None:
         """System check W005: the message when neither API_KEY nor OPENAI_API_KEY is set."""
-        key = options.get("api_key")
-        if key if key is not None else os.environ.get("OPENAI_API_KEY"):
+        if openai_api_key(options.get("api_key")):
             return None
         return _missing_key_message(options.get("model") or cls.model)
 
