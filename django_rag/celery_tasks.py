@@ -2,7 +2,7 @@
 Celery tasks, thin adapters over ``django_rag.ingest`` that retry transient failures with backoff.
 
 Task names are explicit (``django_rag.ingest``, ``django_rag.switch_fill``...), so workers find them
-whatever module defines them; ``django_rag.tasks`` re-exports everything here.
+whatever module defines them; ``django_rag.tasks`` re-exports the names it exported before.
 """
 
 from __future__ import annotations

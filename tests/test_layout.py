@@ -225,7 +225,9 @@ def test_checks_never_build_embedders_or_chat_backends() -> None:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
-                found += [f"{module}:{node.lineno} imports {a.name}" for a in node.names if a.name in BUILDERS]
+                found += [
+                    f"{module}:{node.lineno} imports {a.name}" for a in node.names if a.name in BUILDERS
+                ]
             elif isinstance(node, ast.Call):
                 func = node.func
                 name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
