@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -67,6 +68,40 @@ class BaseEmbedder:
     def space(self) -> str:
         """The embedding space: vectors are comparable only within one space."""
         return f"{self.model}:{self.dimensions}"
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> list[str]:
+        """What ``cls(**options)`` would refuse, without building it (system check E004).
+
+        Subclasses that refuse more in ``__init__`` extend this and call it there.
+        """
+        known = {
+            name
+            for klass in cls.__mro__
+            if "__init__" in vars(klass) and klass is not object
+            for name, parameter in inspect.signature(vars(klass)["__init__"]).parameters.items()
+            if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+        }
+        problems = []
+        if unknown := sorted(set(options) - known):
+            problems.append(f"{cls.__name__} got unknown options {unknown}; check RAG['EMBEDDERS']")
+        for key, default in (("dimensions", cls.dimensions), ("batch_size", cls.batch_size)):
+            value = options.get(key)
+            try:
+                number = default if value is None else int(value)
+            except (TypeError, ValueError):
+                number = 0
+            if number <= 0:
+                problems.append(f"{cls.__name__} needs {key.upper()} > 0")
+        return problems
+
+    @classmethod
+    def space_for(cls, options: dict[str, Any]) -> str:
+        """The space ``cls(**options)`` embeds into, without building it (``space`` of the instance)."""
+        dimensions = options.get("dimensions")
+        return (
+            f"{options.get('model') or cls.model}:{cls.dimensions if dimensions is None else int(dimensions)}"
+        )
 
     def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
         vectors: list[Vector] = []

@@ -84,24 +84,14 @@ class LocalEmbedder(BaseEmbedder):
         spin: bool = False,
         **options: Any,
     ) -> None:
-        if model_path is not None and not model:
-            raise ConfigurationError(
-                f"LocalEmbedder with MODEL_PATH {str(model_path)!r} needs MODEL, the name of its "
-                "embedding space (e.g. 'bge-small-en-v1.5'), and DIMENSIONS if it is not 384"
-            )
+        checked = {"model": model, "model_path": model_path, "max_length": max_length}
+        if problems := self.check_options({**checked, "threads": threads, "spin": spin, **options}):
+            raise ConfigurationError(problems[0])
         super().__init__(model=model, **options)
-        if missing := [name for name in _PACKAGES if importlib.util.find_spec(name) is None]:
-            raise ConfigurationError(f"LocalEmbedder needs {', '.join(missing)}: {INSTALL_HINT}")
-        if not isinstance(max_length, int) or max_length <= 0:
-            raise ConfigurationError(f"LocalEmbedder MAX_LENGTH must be a positive int, got {max_length!r}")
-        if threads is not None and (not isinstance(threads, int) or threads <= 0):
-            raise ConfigurationError(f"LocalEmbedder THREADS must be a positive int, got {threads!r}")
         self.max_length = max_length
         self.query_prefix = query_prefix
         self.document_prefix = document_prefix
         self.normalize = bool(normalize)
-        if not isinstance(spin, bool):
-            raise ConfigurationError(f"LocalEmbedder SPIN must be True or False, got {spin!r}")
         self.threads = threads
         self.spin = spin
         self.model_file, self.model_sha256 = _model_file(model_path)
@@ -110,6 +100,38 @@ class LocalEmbedder(BaseEmbedder):
         )
         self._loaded: tuple[_Model, _Tokenizer] | None = None
         self._special_tokens: int | None = None
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> list[str]:
+        model_path = options.get("model_path")
+        problems = []
+        if model_path is not None and not options.get("model"):
+            problems.append(
+                f"LocalEmbedder with MODEL_PATH {str(model_path)!r} needs MODEL, the name of its "
+                "embedding space (e.g. 'bge-small-en-v1.5'), and DIMENSIONS if it is not 384"
+            )
+        problems += super().check_options(options)
+        if missing := [name for name in _PACKAGES if importlib.util.find_spec(name) is None]:
+            problems.append(f"LocalEmbedder needs {', '.join(missing)}: {INSTALL_HINT}")
+        max_length, threads, spin = (
+            options.get("max_length", 256),
+            options.get("threads"),
+            options.get("spin"),
+        )
+        if not isinstance(max_length, int) or max_length <= 0:
+            problems.append(f"LocalEmbedder MAX_LENGTH must be a positive int, got {max_length!r}")
+        if threads is not None and (not isinstance(threads, int) or threads <= 0):
+            problems.append(f"LocalEmbedder THREADS must be a positive int, got {threads!r}")
+        if spin is not None and not isinstance(spin, bool):
+            problems.append(f"LocalEmbedder SPIN must be True or False, got {spin!r}")
+        if not missing:
+            # Path lookups only (no model is loaded), so a check reports a missing model file.
+            try:
+                model_file, _ = _model_file(model_path)
+                _tokenizer_file(model_path, model_file, options.get("tokenizer_path"))
+            except ConfigurationError as exc:
+                problems.append(str(exc))
+        return problems
 
     def count_tokens(self, text: str) -> int:
         """Positions ``text`` takes when embedded as a document (special tokens included).
