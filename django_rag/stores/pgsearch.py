@@ -120,7 +120,7 @@ def _vector_leg(request: SearchRequest, params: dict[str, Any], filters: str, sp
     return f"""
 vec AS MATERIALIZED (
     SELECT c.id, {distance} AS distance FROM django_rag_chunk AS c
-    WHERE c.collection_id = %(collection)s AND c.space = {space}{filters}{floor}
+    WHERE c.collection_id = %(collection)s AND c.space = {space}{filters}{floor}{scan_settings(request)}
     ORDER BY distance LIMIT %(candidates)s
 ),
 vranked AS (SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS vrank FROM vec)"""
@@ -371,6 +371,7 @@ def _vector_sql(
         f"SELECT v.*, {_DOCUMENT_COLUMNS} FROM ("
         f"SELECT {distance} AS distance, {_CHUNK_COLUMNS} FROM django_rag_chunk AS c"
         f" WHERE c.collection_id = {int(collection.pk)} AND c.space = {space}{filters}{floor}"
+        f"{scan_settings(request)}"
         f" ORDER BY distance LIMIT {int(request.k)}) AS v"
         " JOIN django_rag_document AS d ON d.id = v.document_id"
     )
@@ -397,37 +398,62 @@ def _prepare(request: SearchRequest) -> bool | None:
     )
 
 
-_SETTINGS = (
-    "SELECT set_config('hnsw.ef_search', %(ef)s, true),"
-    " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-    " set_config('ivfflat.iterative_scan', 'relaxed_order', true)"
-)
+def ef_search(request: SearchRequest) -> int:
+    """The HNSW candidate list of a search: ``RAG["EF_SEARCH"]``, raised to the rows its walk must yield."""
+    return max(request.ef_search, request.candidates if request.mode == "hybrid" else request.k)
+
+
+def scan_settings(request: SearchRequest) -> str:
+    """The index settings of a search, carried by its own statement (no statement of their own).
+
+    A condition on no column is a one-time filter: PostgreSQL evaluates it, and so its
+    ``set_config(..., true)`` calls (SET LOCAL), once, before the scan under it reads its first
+    row. pgvector reads ``hnsw.ef_search`` and the iterative scan modes when its walk starts, so
+    the walk runs with these values; they last until the statement's transaction ends (the
+    implicit one in autocommit mode), as SET LOCAL does. The values are inlined (integers and
+    constants, never user input): a prepared statement keeps binding only the query vector.
+    """
+    return (
+        f" AND (SELECT set_config('hnsw.ef_search', '{int(ef_search(request))}', true)"
+        " || set_config('hnsw.iterative_scan', 'relaxed_order', true)"
+        " || set_config('ivfflat.iterative_scan', 'relaxed_order', true)) IS NOT NULL"
+    )
+
+
+# Only for a search whose ef_search is above RAG["EF_SEARCH"] (the session's, set on connect): the
+# planner costs an HNSW walk by ef_search, so it must see the larger value before planning.
+_PLANNER_EF = "SELECT set_config('hnsw.ef_search', %(ef)s, true)"
 
 
 _packing: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
 
 
 def fetch_rows(collection: Collection, request: SearchRequest, using: str) -> list[tuple[Any, ...]]:
-    """The result rows of one search: its index settings and its statement in one round trip.
+    """The result rows of one search: one statement, sent in one write, its rows read in one trip.
 
-    No BEGIN/COMMIT around them: the statements of a pipeline share one transaction up to its
-    Sync (an implicit one in autocommit mode, else the caller's), so the ``set_config(...,
-    true)`` settings (SET LOCAL) end with the search and never reach the session.
+    The index settings travel inside the statement (``scan_settings``). A search whose
+    ``ef_search`` is above ``RAG["EF_SEARCH"]`` (k or hybrid candidates above it) sends a
+    ``set_config(..., true)`` ahead of it in the same pipeline, so the planner costs the walk
+    with the ef it will run; no BEGIN/COMMIT around them: the statements of a pipeline share one
+    transaction up to its Sync (an implicit one in autocommit mode, else the caller's).
     """
     sql, params = build_sql(collection, request)
-    ef = str(max(request.ef_search, request.candidates if request.mode == "hybrid" else request.k))
     raw = raw_connection(using)
     if raw not in _packing:
         # On the connection, once: PackedVector is django-rag's own type, so no one else's
         # adaptation changes, and no cursor pays for a copy of the adapters map.
         raw.adapters.register_dumper(PackedVector, packed_dumper(vector_type(raw).oid))
         _packing.add(raw)
-    with psycopg.Cursor(raw) as setup, psycopg.Cursor(raw) as cur:
-        with raw.pipeline():
-            # psycopg ignores prepare=True on connections with prepare_threshold=None (Django's
-            # default; set it in DATABASES OPTIONS to use server-prepared statements).
-            setup.execute(_SETTINGS, {"ef": ef}, prepare=True)
-            cur.execute(sql, params, prepare=_prepare(request))
+    # psycopg ignores prepare=True on connections with prepare_threshold=None (Django's default;
+    # set it in DATABASES OPTIONS to use server-prepared statements).
+    prepare = _prepare(request)
+    with psycopg.Cursor(raw) as cur:
+        if request.mode != "text" and ef_search(request) > request.ef_search:
+            with psycopg.Cursor(raw) as setup, raw.pipeline():
+                setup.execute(_PLANNER_EF, {"ef": str(ef_search(request))}, prepare=True)
+                cur.execute(sql, params, prepare=prepare)
+        else:
+            cur.execute(sql, params, prepare=prepare)
         return cur.fetchall()
 
 
