@@ -105,7 +105,9 @@ class WireCounter:
 
     def snapshot(self) -> Counts:
         with self._lock:
-            return Counts(self.counts.writes, self.counts.round_trips, self.counts.replies, list(self.counts.log))
+            return Counts(
+                self.counts.writes, self.counts.round_trips, self.counts.replies, list(self.counts.log)
+            )
 
     def reset(self) -> None:
         with self._lock:
