@@ -17,7 +17,10 @@ One run, one scratch database on the bench server (``common.bench_database``):
      columns, the same cast and partial index), one ``execute``, ef_search 40 and relaxed iterative
      scan set once per session;
    - the same pair with prepared statements (``prepare_threshold=5`` on both);
-   - django-rag's rows alone (``pgsearch.fetch_rows``, no Hit objects).
+   - django-rag's rows alone (``pgsearch.fetch_rows``, no Hit objects), and the same statement
+     sent as the store sent it before its settings moved into it: after a ``set_config``
+     statement in a psycopg pipeline (one round trip, four writes).
+   Raw uses one connection for both settings, as Django's connection serves every kb.search row.
    Each query round runs every contender once, in an order rotated by one each round.
 3. Quiet and loaded in the same run: blocks of queries alternate between no hog and ``--hog``
    processes spinning on the CPU (default 2, one per core here). Every block prints the load average.
@@ -31,6 +34,7 @@ import argparse
 import multiprocessing
 import os
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -47,6 +51,11 @@ SPACE = f"hashing:{DIMS}"
 K = 10
 PER_DOCUMENT = 10
 TARGET = 1.3
+PIPELINED_SETTINGS = (
+    "SELECT set_config('hnsw.ef_search', %(ef)s, true),"
+    " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+    " set_config('ivfflat.iterative_scan', 'relaxed_order', true)"
+)
 RAG = {
     "EMBEDDERS": {"default": {"BACKEND": "django_rag.embedders.hashing.HashingEmbedder"}},
     "COLLECTIONS": {COLLECTION: {"EMBEDDER": "default", "TEXT_SEARCH": False}},
@@ -191,8 +200,9 @@ def run(db: Database, args: argparse.Namespace) -> None:
 
     import django_rag as rag
     from django_rag.models import Chunk
+    from django_rag.stores.adapters import PackedVector, packed_dumper, vector_type
     from django_rag.stores.base import QueryScope, SearchRequest
-    from django_rag.stores.pgsearch import fetch_rows
+    from django_rag.stores.pgsearch import build_sql, fetch_rows
 
     kb = rag.collection(COLLECTION)
     have = Chunk.objects.filter(collection=kb).count()
@@ -211,9 +221,9 @@ def run(db: Database, args: argparse.Namespace) -> None:
         "user": settings["USER"] or None,
         "password": settings["PASSWORD"] or None,
     }
-    raw = {p: raw_connection(conninfo, p) for p in (None, 5)}
+    raw_conn = raw_connection(conninfo, None)
     sql = raw_sql(kb.pk)
-    plan = "\n".join(r[0] for r in raw[None].execute("EXPLAIN " + sql, {"q": queries[0]}).fetchall())
+    plan = "\n".join(r[0] for r in raw_conn.execute("EXPLAIN " + sql, {"q": queries[0]}).fetchall())
     if "Index Scan using rag_hnsw" not in plan:
         raise SystemExit(f"the raw statement does not use the HNSW index:\n{plan}")
 
@@ -228,11 +238,29 @@ def run(db: Database, args: argparse.Namespace) -> None:
     def search(i: int) -> int:
         return len(kb.search(as_lists[i], k=K, min_score=0))
 
-    def raw_on(conn: psycopg.Connection[Any]) -> Callable[[int], int]:
+    def raw_on(conn: psycopg.Connection[Any], threshold: int | None) -> Callable[[int], int]:
         def call(i: int) -> int:
+            conn.prepare_threshold = threshold  # one connection for both, as Django's serves kb.search
             return len(conn.execute(sql, {"q": queries[i]}).fetchall())
 
         return call
+
+    registered: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+
+    def rows_pipelined(i: int) -> int:
+        """django-rag's statement sent as before this change: after a settings statement, in a
+        pipeline (psycopg writes each statement, the Sync and a Flush separately)."""
+        request = SearchRequest(mode="vector", space=SPACE, k=K, vector=as_lists[i], scope=QueryScope())
+        statement, params = build_sql(kb, request)
+        pg = connection.connection
+        if pg not in registered:
+            pg.adapters.register_dumper(PackedVector, packed_dumper(vector_type(pg).oid))
+            registered.add(pg)
+        with psycopg.Cursor(pg) as setup, psycopg.Cursor(pg) as cur:
+            with pg.pipeline():
+                setup.execute(PIPELINED_SETTINGS, {"ef": "40"}, prepare=True)
+                cur.execute(statement, params)
+            return len(cur.fetchall())
 
     def rows_only(i: int) -> int:
         request = SearchRequest(mode="vector", space=SPACE, k=K, vector=as_lists[i], scope=QueryScope())
@@ -240,16 +268,20 @@ def run(db: Database, args: argparse.Namespace) -> None:
 
     contenders: dict[str, Callable[[int], Any]] = {
         "kb.search, Django's connection as opened": django_threshold(None, search),
-        "raw psycopg, prepare_threshold=None": raw_on(raw[None]),
+        "raw psycopg, prepare_threshold=None": raw_on(raw_conn, None),
         "kb.search, prepare_threshold=5": django_threshold(5, search),
-        "raw psycopg, prepare_threshold=5 (psycopg's default)": raw_on(raw[5]),
+        "raw psycopg, prepare_threshold=5 (psycopg's default)": raw_on(raw_conn, 5),
         "django-rag's rows alone (fetch_rows), unprepared": django_threshold(None, rows_only),
+        "  the same rows sent as before (settings statement + search in a pipeline)": django_threshold(
+            None, rows_pipelined
+        ),
     }
     names = list(contenders)
     for name in names:
         for i in range(args.warmup):
             assert contenders[name](i % args.queries) == K, name
     times: dict[tuple[str, str], list[float]] = {}
+    cpus: dict[tuple[str, str], list[float]] = {}  # this process's CPU time per search
     loads: dict[str, list[str]] = {"quiet": [], "loaded": []}
     turn = 0
     for block in range(2 * args.blocks):
@@ -260,9 +292,10 @@ def run(db: Database, args: argparse.Namespace) -> None:
                 order = names[turn % len(names) :] + names[: turn % len(names)]
                 turn += 1
                 for name in order:
-                    started = time.perf_counter()
+                    cpu, started = time.process_time(), time.perf_counter()
                     contenders[name](i)
                     times.setdefault((condition, name), []).append(time.perf_counter() - started)
+                    cpus.setdefault((condition, name), []).append(time.process_time() - cpu)
             loads[condition][-1] += f" -> {load_line()}"
     connection.connection.prepare_threshold = None
 
@@ -274,8 +307,11 @@ def run(db: Database, args: argparse.Namespace) -> None:
     for condition in ("quiet", "loaded"):
         hogs = f"{args.hog} spinning processes" if condition == "loaded" else "no hog"
         print(f"\n-- {condition} ({hogs}); load average per block: {' | '.join(loads[condition])}")
-        print("| contender | p50 ms | p95 ms | p50 ÷ raw | p95 ÷ raw | round trips / writes per search |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: |")
+        print(
+            "| contender | p50 ms | p95 ms | p50 ÷ raw | p95 ÷ raw | client CPU ms (mean) "
+            "| round trips / writes per search |"
+        )
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
         for name in names:
             peer = (
                 "raw psycopg, prepare_threshold=5 (psycopg's default)"
@@ -286,9 +322,10 @@ def run(db: Database, args: argparse.Namespace) -> None:
             base = np.array(times[(condition, peer)]) * 1000
             p50, p95 = np.percentile(ms, 50), np.percentile(ms, 95)
             b50, b95 = np.percentile(base, 50), np.percentile(base, 95)
+            cpu = np.mean(cpus[(condition, name)]) * 1000
             print(
                 f"| {name} | {p50:.2f} | {p95:.2f} | {p50 / b50:.2f}x | {p95 / b95:.2f}x | "
-                f"{trips[name][0]:.1f} / {trips[name][1]:.1f} |"
+                f"{cpu:.2f} | {trips[name][0]:.1f} / {trips[name][1]:.1f} |"
             )
         for name, peer in (
             ("kb.search, Django's connection as opened", "raw psycopg, prepare_threshold=None"),
@@ -297,13 +334,15 @@ def run(db: Database, args: argparse.Namespace) -> None:
             ratio = np.percentile(times[(condition, name)], 50) / np.percentile(times[(condition, peer)], 50)
             verdict = "met" if ratio <= TARGET else "MISSED"
             print(f"{condition}: {name} / {peer}: p50 {ratio:.2f}x (target <= {TARGET}: {verdict})")
-    for conn in raw.values():
-        conn.close()
+        now, before = names[4], names[5]
+        ratio = np.percentile(times[(condition, now)], 50) / np.percentile(times[(condition, before)], 50)
+        print(f"{condition}: rows in one write / rows as before (pipeline): p50 {ratio:.2f}x")
+    raw_conn.close()
 
 
 def wire_counts(
     contenders: dict[str, Callable[[int], Any]],
-    raw_on: Callable[[psycopg.Connection[Any]], Callable[[int], Any]],
+    raw_on: Callable[[psycopg.Connection[Any], int | None], Callable[[int], Any]],
     conninfo: dict[str, Any],
 ) -> dict[str, tuple[float, float]]:
     """Round trips and writes per search of each contender, through the counting relay (untimed)."""
@@ -317,10 +356,9 @@ def wire_counts(
     for name, call in contenders.items():
         if name.startswith("raw"):
             wire = WireCounter(upstream, port)
-            conn = raw_connection(
-                {**conninfo, "host": wire.directory, "port": port}, 5 if "=5" in name else None
-            )
-            call = raw_on(conn)
+            threshold = 5 if "=5" in name else None
+            conn = raw_connection({**conninfo, "host": wire.directory, "port": port}, threshold)
+            call = raw_on(conn, threshold)
             for i in range(10):
                 call(i)
             wire.reset()
