@@ -100,9 +100,9 @@ def test_a_warm_vector_search_is_one_write_and_one_round_trip_on_the_wire() -> N
     kb = rag.collection("docs")
     kb.index(DOCS)
     vector = kb.get_embedder().embed_query("subject 7")
-    with counted() as wire:
-        kb.search(vector, k=5)  # a new connection's first search looks up the vector type
-        for query in (vector, "subject 7"):
+    kb.search(vector, k=5)  # the first search of a collection counts its chunks (search.relevance)
+    with counted() as wire:  # a new connection: its first search too
+        for query in (vector, "subject 7", vector):
             wire.reset()
             hits = kb.search(query, k=5)
             counts = wire.snapshot()

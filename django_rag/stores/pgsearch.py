@@ -22,7 +22,7 @@ import psycopg
 
 from ..models import Collection
 from ..types import Hit
-from .adapters import PackedVector, packed_dumper, raw_connection, vector_type
+from .adapters import PackedVector, packed_dumper, raw_connection
 from .base import SearchRequest
 from .pghits import hits_from_rows
 from .pgstatement import build_sql, ef_search, scan_settings
@@ -70,8 +70,10 @@ def fetch_rows(collection: Collection, request: SearchRequest, using: str) -> li
     raw = raw_connection(using)
     if raw not in _packing:
         # On the connection, once: PackedVector is django-rag's own type, so no one else's
-        # adaptation changes, and no cursor pays for a copy of the adapters map.
-        raw.adapters.register_dumper(PackedVector, packed_dumper(vector_type(raw).oid))
+        # adaptation changes, and no cursor pays for a copy of the adapters map. Its type is left
+        # unknown (oid 0): the statement casts it (``$1::vector``), so the server reads it as a
+        # vector, and a new connection needs no catalog lookup (a round trip) before its first search.
+        raw.adapters.register_dumper(PackedVector, packed_dumper(0))
         _packing.add(raw)
     # psycopg ignores prepare=True on connections with prepare_threshold=None (Django's default;
     # set it in DATABASES OPTIONS to use server-prepared statements).
