@@ -13,14 +13,16 @@ One run, one scratch database on the bench server (``common.bench_database``):
 2. Contenders, k=10, precomputed query vectors (no embedder time), every hit kept
    (``min_score=0``: random vectors are no better than chance, and raw returns 10 rows too):
    - ``kb.search`` on Django's connection as Django opens it (psycopg ``prepare_threshold=None``);
-   - raw psycopg, ``prepare_threshold=None``: the hand-written statement (chunk and document
-     columns, the same cast and partial index), one ``execute``, ef_search 40 and relaxed iterative
-     scan set once per session;
+   - raw psycopg, ``prepare_threshold=None``: the same SQL as kb.search sends (``build_sql``, its
+     settings inside), one ``execute`` of a plain autocommit connection;
    - the same pair with prepared statements (``prepare_threshold=5`` on both);
    - django-rag's rows alone (``pgsearch.fetch_rows``, no Hit objects), and the same statement
      sent as the store sent it before its settings moved into it: after a ``set_config``
      statement in a psycopg pipeline (one round trip, four writes).
-   Raw uses one connection for both settings, as Django's connection serves every kb.search row.
+   - raw psycopg, the statement one would write by hand (chunk and document columns, the same
+     cast and partial index, one join under ORDER BY ... LIMIT), ef_search 40 and relaxed
+     iterative scan set once per session.
+   Raw uses one connection for all three, as Django's connection serves every kb.search row.
    Each query round runs every contender once, in an order rotated by one each round.
 3. Quiet and loaded in the same run: blocks of queries alternate between no hog and ``--hog``
    processes spinning on the CPU (default 2, one per core here). Every block prints the load average.
@@ -222,10 +224,14 @@ def run(db: Database, args: argparse.Namespace) -> None:
         "password": settings["PASSWORD"] or None,
     }
     raw_conn = raw_connection(conninfo, None)
-    sql = raw_sql(kb.pk)
-    plan = "\n".join(r[0] for r in raw_conn.execute("EXPLAIN " + sql, {"q": queries[0]}).fetchall())
-    if "Index Scan using rag_hnsw" not in plan:
-        raise SystemExit(f"the raw statement does not use the HNSW index:\n{plan}")
+    # "raw": django-rag's own statement (the same SQL, its settings inside), one execute; and the
+    # statement one would write by hand (a join under ORDER BY ... LIMIT, settings per session).
+    first = SearchRequest(mode="vector", space=SPACE, k=K, vector=as_lists[0], scope=QueryScope())
+    same_sql, hand_sql = build_sql(kb, first)[0], raw_sql(kb.pk)
+    for statement, name in ((same_sql, "vector"), (hand_sql, "q")):
+        plan = "\n".join(r[0] for r in raw_conn.execute("EXPLAIN " + statement, {name: queries[0]}))
+        if "Index Scan using rag_hnsw" not in plan:
+            raise SystemExit(f"the raw statement does not use the HNSW index:\n{plan}")
 
     def django_threshold(threshold: int | None, call: Callable[[int], Any]) -> Callable[[int], Any]:
         def run(i: int) -> Any:
@@ -238,10 +244,14 @@ def run(db: Database, args: argparse.Namespace) -> None:
     def search(i: int) -> int:
         return len(kb.search(as_lists[i], k=K, min_score=0))
 
-    def raw_on(conn: psycopg.Connection[Any], threshold: int | None) -> Callable[[int], int]:
+    def raw_on(
+        conn: psycopg.Connection[Any], threshold: int | None, hand: bool = False
+    ) -> Callable[[int], int]:
+        statement, name = (hand_sql, "q") if hand else (same_sql, "vector")
+
         def call(i: int) -> int:
-            conn.prepare_threshold = threshold  # one connection for both, as Django's serves kb.search
-            return len(conn.execute(sql, {"q": queries[i]}).fetchall())
+            conn.prepare_threshold = threshold  # one connection for all, as Django's serves kb.search
+            return len(conn.execute(statement, {name: queries[i]}).fetchall())
 
         return call
 
@@ -275,6 +285,7 @@ def run(db: Database, args: argparse.Namespace) -> None:
         "  the same rows sent as before (settings statement + search in a pipeline)": django_threshold(
             None, rows_pipelined
         ),
+        "raw psycopg, hand-written join, prepare_threshold=None": raw_on(raw_conn, None, hand=True),
     }
     names = list(contenders)
     for name in names:
@@ -358,7 +369,7 @@ def wire_counts(
             wire = WireCounter(upstream, port)
             threshold = 5 if "=5" in name else None
             conn = raw_connection({**conninfo, "host": wire.directory, "port": port}, threshold)
-            call = raw_on(conn, threshold)
+            call = raw_on(conn, threshold, hand="hand-written" in name)
             for i in range(10):
                 call(i)
             wire.reset()
