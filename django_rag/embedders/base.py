@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -9,9 +10,18 @@ from ..backends import load_backend, one_per_process
 from ..conf import on_rag_change, rag_settings
 from ..exceptions import ConfigurationError
 
-__all__ = ["BaseEmbedder", "Embedder", "get_embedder", "load_embedder"]
+__all__ = ["INSTRUCTIONS", "BaseEmbedder", "Embedder", "get_embedder", "load_embedder"]
 
 Vector = list[float]
+
+# The prefixes (query, document) that model families were trained with, by INSTRUCTIONS name.
+# Without them such a model still runs, only worse; with them on a model that lacks them, too.
+INSTRUCTIONS: dict[str, tuple[str, str]] = {
+    # intfloat/e5-*-v2, multilingual-e5-*: both sides marked.
+    "e5": ("query: ", "passage: "),
+    # BAAI/bge-*-en-v1.5: an instruction before short queries, passages as they are.
+    "bge": ("Represent this sentence for searching relevant passages: ", ""),
+}
 
 
 @runtime_checkable
@@ -33,7 +43,13 @@ class BaseEmbedder:
     """Batches ``embed_documents`` and checks every vector's width.
 
     Subclasses implement ``_embed(texts, kind)`` where ``kind`` is ``"document"`` or ``"query"``
-    (models such as e5 embed the two differently) and set ``model`` and ``dimensions``.
+    (models such as e5 embed the two differently) and set ``model`` and ``dimensions``; they put
+    ``self.prefix(kind)`` before each text.
+
+    Every embedder takes ``INSTRUCTIONS`` (``"e5"``, ``"bge"``: the prefixes those models were
+    trained with, see ``INSTRUCTIONS``) and ``QUERY_PREFIX`` / ``DOCUMENT_PREFIX`` (which win over
+    it). None by default: MiniLM and OpenAI's models need none. Prefixes are part of the space
+    (``space``), so an index built with one setup is never searched with another.
     """
 
     model: str = ""
@@ -46,8 +62,22 @@ class BaseEmbedder:
         model: str | None = None,
         dimensions: int | None = None,
         batch_size: int | None = None,
+        instructions: str | None = None,
+        query_prefix: str | None = None,
+        document_prefix: str | None = None,
         **options: Any,
     ) -> None:
+        if instructions is not None and instructions not in INSTRUCTIONS:
+            raise ConfigurationError(
+                f"{type(self).__name__} INSTRUCTIONS must be one of {sorted(INSTRUCTIONS)} or None, "
+                f"got {instructions!r}; or set QUERY_PREFIX and DOCUMENT_PREFIX"
+            )
+        for name, value in (("QUERY_PREFIX", query_prefix), ("DOCUMENT_PREFIX", document_prefix)):
+            if value is not None and not isinstance(value, str):
+                raise ConfigurationError(f"{type(self).__name__} {name} must be a string, got {value!r}")
+        preset = INSTRUCTIONS.get(instructions or "", ("", ""))
+        self.query_prefix: str = preset[0] if query_prefix is None else query_prefix
+        self.document_prefix: str = preset[1] if document_prefix is None else document_prefix
         if model is not None:
             self.model = model
         if dimensions is not None:
@@ -65,8 +95,23 @@ class BaseEmbedder:
 
     @property
     def space(self) -> str:
-        """The embedding space: vectors are comparable only within one space."""
-        return f"{self.model}:{self.dimensions}"
+        """The embedding space: vectors are comparable only within one space.
+
+        ``model:dimensions``; with prefixes, ``model+tag:dimensions`` where the tag names the
+        preset (``+e5``, ``+bge``) or fingerprints custom prefixes, so that changing them makes a
+        new space to re-embed into (``rag_reindex``) instead of mixing two setups in one index.
+        """
+        if not (self.query_prefix or self.document_prefix):
+            return f"{self.model}:{self.dimensions}"
+        prefixes = (self.query_prefix, self.document_prefix)
+        tag = next((name for name, preset in INSTRUCTIONS.items() if preset == prefixes), None)
+        if tag is None:
+            tag = "p" + hashlib.sha1("\0".join(prefixes).encode()).hexdigest()[:8]
+        return f"{self.model}+{tag}:{self.dimensions}"
+
+    def prefix(self, kind: str) -> str:
+        """What goes before each text of ``kind`` (``"query"`` or ``"document"``)."""
+        return self.query_prefix if kind == "query" else self.document_prefix
 
     def embed_documents(self, texts: Sequence[str]) -> list[Vector]:
         vectors: list[Vector] = []

@@ -33,8 +33,6 @@ class SentenceTransformersEmbedder(BaseEmbedder):
         *,
         model_path: str | None = None,
         device: str | None = None,
-        query_prefix: str = "",
-        document_prefix: str = "",
         normalize: bool = True,
         **options: Any,
     ) -> None:
@@ -47,13 +45,11 @@ class SentenceTransformersEmbedder(BaseEmbedder):
             )
         self.model_path = str(model_path) if model_path is not None else None
         self.device = device
-        self.query_prefix = query_prefix
-        self.document_prefix = document_prefix
         self.normalize = bool(normalize)
         self._model: Any = None
 
     def _embed(self, texts: list[str], kind: str) -> list[Vector]:
-        prefix = self.query_prefix if kind == "query" else self.document_prefix
+        prefix = self.prefix(kind)
         vectors = self._load().encode(
             [prefix + text for text in texts],
             batch_size=self.batch_size,
