@@ -69,6 +69,8 @@ ALLOWED_FUNCTION_IMPORTS = {
     # the RAG["WEB"] checks.
     ("django_rag.apps", "django_rag.web.models"),
     ("django_rag.apps", "django_rag.web.checks"),
+    # search.checks registers the RAG["RERANKERS"] checks.
+    ("django_rag.apps", "django_rag.search.checks"),
 }
 
 

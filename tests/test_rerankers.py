@@ -146,9 +146,11 @@ def test_tei_splits_a_list_longer_than_its_batch_limit() -> None:
 
 
 def test_tei_over_its_batch_limit_is_a_clear_error() -> None:
-    with RerankServer("tei", max_batch=2) as server:
-        with pytest.raises(rag.RerankerError, match=r"HTTP 422: batch size 4 > maximum allowed batch size 2"):
-            TEIReranker(url=server.url, batch_size=8).rerank("backup", hits_for(TEXTS))
+    with (
+        RerankServer("tei", max_batch=2) as server,
+        pytest.raises(rag.RerankerError, match=r"HTTP 422: batch size 4 > maximum allowed batch size 2"),
+    ):
+        TEIReranker(url=server.url, batch_size=8).rerank("backup", hits_for(TEXTS))
 
 
 def test_tei_raw_scores_keep_the_order() -> None:
@@ -235,11 +237,13 @@ def test_fallback_after_a_timeout(server: RerankServer) -> None:
 def test_hosted_backends_without_a_key_fail_before_any_request(monkeypatch: pytest.MonkeyPatch) -> None:
     for variable in ("COHERE_API_KEY", "CO_API_KEY", "VOYAGE_API_KEY", "JINA_API_KEY"):
         monkeypatch.delenv(variable, raising=False)
-    with RerankServer("cohere") as server:
-        with pytest.raises(
-            rag.RerankerError, match="has no API key; set API_KEY .* or COHERE_API_KEY or CO_API_KEY"
-        ):
-            CohereReranker(url=server.url).rerank("q", hits_for(TEXTS))
+    with (
+        RerankServer("cohere") as server,
+        pytest.raises(
+            rag.RerankerError, match=r"has no API key; set API_KEY .* or COHERE_API_KEY or CO_API_KEY"
+        ),
+    ):
+        CohereReranker(url=server.url).rerank("q", hits_for(TEXTS))
     assert server.requests == []
 
 

@@ -62,7 +62,8 @@ class LocalEmbedder(BaseEmbedder):
 
     Options: ``MODEL_PATH`` (with ``MODEL`` naming its embedding space), ``TOKENIZER_PATH``,
     ``MAX_LENGTH`` (tokens, longer texts are truncated), ``INSTRUCTIONS`` (``"e5"``, ``"bge"``) or
-    ``QUERY_PREFIX`` / ``DOCUMENT_PREFIX`` (see ``BaseEmbedder``), ``NORMALIZE``, ``THREADS`` (ONNX Runtime intra-op threads), ``BATCH_SIZE``.
+    ``QUERY_PREFIX`` / ``DOCUMENT_PREFIX`` (see ``BaseEmbedder``), ``NORMALIZE``, ``THREADS`` (ONNX
+    Runtime intra-op threads), ``BATCH_SIZE``.
     """
 
     model = DEFAULT_MODEL

@@ -100,8 +100,8 @@ def search(
     ``rerank`` (an alias of ``RAG["RERANKERS"]``, a config dict, a Reranker or a
     ``func(query, texts) -> scores``) re-scores the top ``candidates`` and keeps the best
     ``k``; left out, the collection's ``RERANKER`` setting applies, ``False`` turns it off and
-    ``True`` asks for it (or ``"default"``); ``mmr=True`` then picks ``k`` of them trading relevance for diversity
-    (``mmr_lambda`` 1.0 = pure relevance). Both widen the retrieval to ``candidates``.
+    ``True`` asks for it (or ``"default"``); ``mmr=True`` then picks ``k`` of them trading
+    relevance for diversity (``mmr_lambda`` 1.0 = pure relevance). Both widen the retrieval to ``candidates``.
     ``snippets=False`` skips the highlighted snippets (``ts_headline`` is the costliest part
     of a deep search). ``using`` is the database alias (default: the collection's own, read
     from its replica ``RAG["READ_DATABASE"]`` when set; see ``django_rag.replicas``).

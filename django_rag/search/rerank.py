@@ -160,9 +160,10 @@ def checked_scores(
     """
     scores: dict[int, float] = {}
     for index, score in results:
-        if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not 0 <= index < count:
+        # numbers.Integral: a numpy integer from a local model is an index too; 1.0 or True is not.
+        if isinstance(index, bool) or not isinstance(index, numbers.Integral) or not 0 <= int(index) < count:
             raise RerankerError(f"{where} returned an unexpected result index {index!r} for {count} texts")
-        if index in scores:
+        if int(index) in scores:
             raise RerankerError(f"{where} returned result index {index} twice")
         if isinstance(score, bool) or not isinstance(score, numbers.Real) or not math.isfinite(score):
             raise RerankerError(f"{where} returned a score that is not a finite number: {score!r}")

@@ -194,7 +194,7 @@ class RerankServer:
             extra = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
             return self._error(handler, status, f"injected failure ({status})", headers=extra)
         problem = _request_problem(body, accepted, required, self.provider)
-        if problem:
+        if problem or not isinstance(body, dict):
             return self._error(handler, 422 if self.provider == "tei" else 400, problem)
         texts: list[str] = body["texts" if self.provider == "tei" else "documents"]
         if self.provider == "tei" and len(texts) > self.max_batch:
