@@ -138,9 +138,13 @@ class CrossEncoderReranker(BaseReranker):
         model = _load_model(str(self.model_file), self.threads)
         tokenizer = _load_tokenizer(str(self.tokenizer_file), self.max_length)
         encodings = tokenizer.encode_batch([(query, text) for text in texts])
-        values: list[float] = []
-        for start in range(0, len(encodings), self.batch_size):
-            batch = encodings[start : start + self.batch_size]
+        # Batches of similar lengths, each padded to its longest pair: far fewer padded positions
+        # than batches in retrieval order (the attention mask keeps the scores the same).
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+        values: dict[int, float] = {}
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            batch = [encodings[i] for i in rows]
             width = max(len(e.ids) for e in batch)
             ids = np.zeros((len(batch), width), dtype=model.int_type)
             mask = np.zeros_like(ids)
@@ -165,9 +169,9 @@ class CrossEncoderReranker(BaseReranker):
                 )
             if self.activation == "sigmoid":
                 logits = 1.0 / (1.0 + np.exp(-logits))
-            values.extend(logits.tolist())
+            values.update(zip(rows, logits.tolist(), strict=True))
         return checked_scores(
-            list(enumerate(values)), len(texts), len(texts), f"cross-encoder {self.model_file}"
+            list(values.items()), len(texts), len(texts), f"cross-encoder {self.model_file}"
         )
 
     def __repr__(self) -> str:
