@@ -16,14 +16,13 @@ The model loads on first use and is shared by every reranker of the process that
 
 from __future__ import annotations
 
-import functools
 import importlib.util
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..backends import one_per_process
 from ..exceptions import ConfigurationError, RerankerError
 from .rerank import BaseReranker, OptionProblem, checked_scores
 
@@ -36,7 +35,6 @@ _ACTIVATIONS = ("none", "sigmoid")
 _OPTIONS = frozenset(
     {"model_path", "tokenizer_path", "max_length", "batch_size", "threads", "activation", "on_error"}
 )
-_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -203,20 +201,19 @@ def _files(model_path: str | Path, tokenizer_path: str | Path | None) -> tuple[P
     )
 
 
-@functools.cache
+@one_per_process  # concurrent first searches load the model once
 def _load_model(path: str, threads: int | None) -> _Model:
     import numpy as np  # optional dependencies (the "local" extra)
     import onnxruntime as ort
 
-    with _lock:
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        if threads is not None:
-            options.intra_op_num_threads = threads
-        try:
-            session = ort.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
-        except Exception as exc:
-            raise ConfigurationError(f"ONNX Runtime cannot load {path} (check MODEL_PATH): {exc}") from exc
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    try:
+        session = ort.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise ConfigurationError(f"ONNX Runtime cannot load {path} (check MODEL_PATH): {exc}") from exc
     inputs = {i.name: i for i in session.get_inputs()}
     if not {"input_ids", "attention_mask"} <= inputs.keys() or inputs.keys() - _KNOWN_INPUTS:
         raise ConfigurationError(
@@ -229,7 +226,7 @@ def _load_model(path: str, threads: int | None) -> _Model:
     return _Model(session, frozenset(inputs), int_type, output)
 
 
-@functools.cache
+@one_per_process
 def _load_tokenizer(path: str, max_length: int) -> Any:
     from tokenizers import Tokenizer  # an optional dependency (the "local" extra)
 
