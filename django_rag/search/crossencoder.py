@@ -24,7 +24,7 @@ from typing import Any
 
 from ..backends import one_per_process
 from ..exceptions import ConfigurationError, RerankerError
-from .rerank import BaseReranker, OptionProblem, checked_scores
+from .rerank_base import BaseReranker, OptionProblem, checked_scores
 
 __all__ = ["CrossEncoderReranker"]
 

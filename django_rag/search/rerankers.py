@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..exceptions import ConfigurationError
-from .rerank import HTTPReranker, OptionProblem
+from .rerank_base import OptionProblem
+from .rerank_http import HTTPReranker
 
 __all__ = ["CohereReranker", "JinaReranker", "TEIReranker", "VoyageReranker"]
 
