@@ -32,6 +32,8 @@ DEFAULT_COLLECTION_OPTIONS: dict[str, Any] = {
     "CHUNK_OVERLAP": 32,  # tokens
     # Embed and match every chunk with its document's title and heading path (not displayed).
     "CONTEXT_HEADERS": True,
+    # An alias of RAG["RERANKERS"] that reranks every search of the collection (rerank=False skips it).
+    "RERANKER": None,
 }
 
 DEFAULTS: dict[str, Any] = {

@@ -74,6 +74,8 @@ ALLOWED_FUNCTION_IMPORTS = {
     ("django_rag.apps", "django_rag.tasks"),
     # web.checks registers the RAG["WEB"] checks.
     ("django_rag.apps", "django_rag.web.checks"),
+    # search.checks registers the RAG["RERANKERS"] checks.
+    ("django_rag.apps", "django_rag.search.checks"),
 }
 
 

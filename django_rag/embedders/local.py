@@ -61,9 +61,10 @@ class LocalEmbedder(BaseEmbedder):
     """Sentence embeddings from an ONNX model on the CPU (``pip install "django-rag[local]"``).
 
     Options: ``MODEL_PATH`` (with ``MODEL`` naming its embedding space), ``TOKENIZER_PATH``,
-    ``MAX_LENGTH`` (tokens, longer texts are truncated), ``QUERY_PREFIX`` / ``DOCUMENT_PREFIX``
-    (e5-style models), ``NORMALIZE``, ``THREADS`` (ONNX Runtime intra-op threads), ``SPIN``
-    (idle intra-op threads busy-wait; default False), ``BATCH_SIZE``.
+    ``MAX_LENGTH`` (tokens, longer texts are truncated), ``INSTRUCTIONS`` (``"e5"``, ``"bge"``) or
+    ``QUERY_PREFIX`` / ``DOCUMENT_PREFIX`` (see ``BaseEmbedder``), ``NORMALIZE``, ``THREADS`` (ONNX
+    Runtime intra-op threads), ``SPIN`` (idle intra-op threads busy-wait; default False),
+    ``BATCH_SIZE``.
     """
 
     model = DEFAULT_MODEL
@@ -77,8 +78,6 @@ class LocalEmbedder(BaseEmbedder):
         model_path: str | Path | None = None,
         tokenizer_path: str | Path | None = None,
         max_length: int = 256,
-        query_prefix: str = "",
-        document_prefix: str = "",
         normalize: bool = True,
         threads: int | None = None,
         spin: bool = False,
@@ -89,8 +88,6 @@ class LocalEmbedder(BaseEmbedder):
             raise ConfigurationError(problems[0])
         super().__init__(model=model, **options)
         self.max_length = max_length
-        self.query_prefix = query_prefix
-        self.document_prefix = document_prefix
         self.normalize = bool(normalize)
         self.threads = threads
         self.spin = spin
@@ -183,7 +180,7 @@ class LocalEmbedder(BaseEmbedder):
         import numpy as np
 
         model, tok = self._load()
-        prefix = self.query_prefix if kind == "query" else self.document_prefix
+        prefix = self.prefix(kind)
         encodings = tok.tokenizer.encode_batch([prefix + text for text in texts])
         lengths = [len(encoding.ids) for encoding in encodings]
         # Padding each batch only to its longest text, after sorting by length, saves most of

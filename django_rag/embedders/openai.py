@@ -120,10 +120,12 @@ class OpenAIEmbedder(BaseEmbedder):
         return _missing_key_message(options.get("model") or cls.model)
 
     def _embed(self, texts: list[str], kind: str) -> list[Vector]:
-        # OpenAI's models embed queries and documents alike, so ``kind`` changes nothing here.
+        # OpenAI's models embed queries and documents alike; a model served elsewhere behind the
+        # same API (e5 or bge on vLLM, TEI, Ollama) gets its prefixes (INSTRUCTIONS) here.
         # OpenAI rejects an empty string with a 400 that fails the whole batch; a single space
         # embeds as "nothing" and keeps every input's position.
-        inputs = [text or " " for text in texts]
+        prefix = self.prefix(kind)
+        inputs = [prefix + text or " " for text in texts]
         params: dict[str, Any] = {"model": self.model, "input": inputs}
         if self.send_dimensions:
             params["dimensions"] = self.dimensions

@@ -39,8 +39,6 @@ class SentenceTransformersEmbedder(BaseEmbedder):
         *,
         model_path: str | None = None,
         device: str | None = None,
-        query_prefix: str = "",
-        document_prefix: str = "",
         normalize: bool = True,
         **options: Any,
     ) -> None:
@@ -49,8 +47,6 @@ class SentenceTransformersEmbedder(BaseEmbedder):
             raise ConfigurationError(_MISSING)
         self.model_path = str(model_path) if model_path is not None else None
         self.device = device
-        self.query_prefix = query_prefix
-        self.document_prefix = document_prefix
         self.normalize = bool(normalize)
         self._model: Any = None
 
@@ -62,7 +58,7 @@ class SentenceTransformersEmbedder(BaseEmbedder):
         return problems
 
     def _embed(self, texts: list[str], kind: str) -> list[Vector]:
-        prefix = self.query_prefix if kind == "query" else self.document_prefix
+        prefix = self.prefix(kind)
         vectors = self._load().encode(
             [prefix + text for text in texts],
             batch_size=self.batch_size,
