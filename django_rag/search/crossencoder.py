@@ -210,6 +210,9 @@ def _load_model(path: str, threads: int | None) -> _Model:
     options.log_severity_level = 3
     if threads is not None:
         options.intra_op_num_threads = threads
+    # Idle threads wait without spinning, as LocalEmbedder's do by default: beside PostgreSQL,
+    # spinning made the embedder's queries 4.3x slower (docs/design.md, the local embedder's threads).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         session = ort.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as exc:
