@@ -11,7 +11,7 @@ import itertools
 import operator
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from .segments import Heading, Sentence, new_fence, scan_page
 from .tokens import TokenCounting
@@ -126,19 +126,19 @@ class Splitter:
         counts = iter(self.count.many(counted))
         # Once per sentence: type() identity and tuple indexes, not isinstance() and attributes.
         for item in batch:
-            kind = type(item)
-            if kind is _Unit:
-                yield item, True, None  # type: ignore[misc]
+            if type(item) is _Unit:
+                yield item, True, None
                 continue
             start, end = item[0], item[1]
             tokens = next(counts) if end - start <= MAX_COUNT_CHARS else -1
-            if kind is Sentence:
-                yield _Unit(start, end, tokens, _SENTENCE), item[2], None  # type: ignore[misc]
+            if type(item) is Sentence:
+                yield _Unit(start, end, tokens, _SENTENCE), item.first, None
                 continue
-            levels, level = self.levels, item[2]
+            heading = cast(Heading, item)
+            levels, level = self.levels, heading.level
             while levels and levels[-1][0] >= level:
                 levels.pop()
-            levels.append((level, item[3]))  # type: ignore[misc]
+            levels.append((level, heading.title))
             yield _Unit(start, end, tokens, _HEADING), True, self._section()
 
     # --- packing units into chunks ------------------------------------------------------------
