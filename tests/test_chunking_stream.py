@@ -144,6 +144,22 @@ def test_the_batch_counter_agrees_with_the_tokenizer_exactly(local: LocalEmbedde
     assert local.tokens_add_up
 
 
+def test_a_batch_of_new_non_ascii_words_is_counted_as_the_tokenizer_counts_it(local: LocalEmbedder) -> None:
+    # Many new non-ASCII words in one batch are normalized and pre-tokenized together (invalid
+    # UTF-8 read as Latin-1, random symbols): accents, CJK, combining marks, a no-break space,
+    # a final sigma, a dotted capital I, emoji with a skin tone, a zero-width space.
+    alphabet = (
+        "aAz09\u00e9\u00c9\u00fc\u00df\u0130\u0131\u03a3\u03c3\u03c2\u0391\u03ac\u00f1\u4e2d\u6587\ud55c"
+        "\u0301\u200b\u00a0\u20ac\u00a9\u2122\u00bf\u00ab\u2014\u2026\U0001f600\U0001f3fd\uff46\ufffd\u00ff\u00c3\u00e2"
+    )
+    rng = random.Random(24)
+    texts = [
+        " ".join("".join(rng.choices(alphabet, k=rng.randint(1, 14))) for _ in range(rng.randint(1, 60)))
+        for _ in range(200)
+    ]
+    assert local.count_tokens_batch(texts) == [local.count_tokens(t) for t in texts]
+
+
 def varied_text() -> str:
     """Paragraphs short and long, of one line and of several, in English, French and Japanese,
     some in title case, with odd sentence ends, over three pages."""

@@ -8,9 +8,10 @@ paragraphs kept whole, long sentences cut, whole-sentence overlap.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from .segments import Heading, Sentence, new_fence, scan_page
 from .tokens import TokenCounting
@@ -40,6 +41,9 @@ _SENTENCE, _HEADING, _FRAGMENT, _PAGE = 0, 1, 2, 3
 # Items (sentences, headings, pages) counted in one batch call at most: many tiny pages or
 # sentences cost one call per batch, not one each.
 _BATCH_ITEMS = 4096
+
+
+_second = operator.itemgetter(1)
 
 
 class _Unit(NamedTuple):
@@ -84,7 +88,7 @@ class Splitter:
     # --- counting: headings and sentences in batches, with their sections ---------------------
 
     def _section(self) -> _Section:
-        path = tuple(title for _, title in self.levels)
+        path = tuple(map(_second, self.levels))
         if self.title is None:
             return _Section(path)
         header = context_header(self.title, path)
@@ -106,7 +110,7 @@ class Splitter:
             batch.append(_Unit(page_index, page_index, 0, _PAGE))
             for item in scan_page(self.text, start, end, self.fence):
                 batch.append(item)
-                chars += item.end - item.start
+                chars += item[1] - item[0]  # end - start, by index: this runs once per sentence
                 if chars >= BATCH_CHARS or len(batch) >= _BATCH_ITEMS:
                     yield from self._count_batch(batch)
                     batch, chars = [], 0
@@ -117,23 +121,25 @@ class Splitter:
     ) -> Iterator[tuple[_Unit, bool, _Section | None]]:
         text = self.text
         counted = [
-            text[i.start : i.end]
-            for i in batch
-            if not isinstance(i, _Unit) and i.end - i.start <= MAX_COUNT_CHARS
+            text[i[0] : i[1]] for i in batch if type(i) is not _Unit and i[1] - i[0] <= MAX_COUNT_CHARS
         ]
         counts = iter(self.count.many(counted))
+        # Once per sentence: type() identity and tuple indexes, not isinstance() and attributes.
         for item in batch:
-            if isinstance(item, _Unit):
+            if type(item) is _Unit:
                 yield item, True, None
                 continue
-            tokens = next(counts) if item.end - item.start <= MAX_COUNT_CHARS else -1
-            if isinstance(item, Heading):
-                while self.levels and self.levels[-1][0] >= item.level:
-                    self.levels.pop()
-                self.levels.append((item.level, item.title))
-                yield _Unit(item.start, item.end, tokens, _HEADING), True, self._section()
-            else:
-                yield _Unit(item.start, item.end, tokens, _SENTENCE), item.first, None
+            start, end = item[0], item[1]
+            tokens = next(counts) if end - start <= MAX_COUNT_CHARS else -1
+            if type(item) is Sentence:
+                yield _Unit(start, end, tokens, _SENTENCE), item.first, None
+                continue
+            heading = cast(Heading, item)
+            levels, level = self.levels, heading.level
+            while levels and levels[-1][0] >= level:
+                levels.pop()
+            levels.append((level, heading.title))
+            yield _Unit(start, end, tokens, _HEADING), True, self._section()
 
     # --- packing units into chunks ------------------------------------------------------------
 

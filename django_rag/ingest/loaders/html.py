@@ -54,6 +54,7 @@ class _TextExtractor(HTMLParser):
         self.h1_parts: list[str] | None = None  # collecting the first <h1>, a fallback title
         self.h1 = ""
         self.language = ""
+        self.placeholder = ""  # what stands for a "<" that starts no markup (see _parse)
         self.skip_tag = ""  # the element being skipped, and how deep we are inside copies of it
         self.skip_depth = 0
         self.pre_depth = 0
@@ -154,12 +155,18 @@ def _is_chrome(tag: str, attributes: Mapping[str, str]) -> bool:
 
 
 _MARKED_SECTION = re.compile(r"<!\[(?!CDATA\[)")
+_PLACEHOLDERS = "\ue000\ue001\ue002\ue003"
 
 
 def _parse(html: str) -> _TextExtractor:
+    # The "<" that cannot start markup become a private-use character the page does not hold,
+    # made "<" again in what is read: written "&lt;", megabytes of "</" cost html.parser one
+    # charref call each (two million per 4 MB).
+    lt = next((c for c in _PLACEHOLDERS if c not in html), "&lt;")
     parser = _TextExtractor()
-    parser.feed(neutralize_unclosed_markup(html))
+    parser.feed(neutralize_unclosed_markup(html, lt))
     parser.close()
+    parser.placeholder = lt if lt != "&lt;" else ""
     return parser
 
 
@@ -175,13 +182,18 @@ def html_to_text(html: str) -> tuple[str, dict[str, str]]:
         # html.parser (before Python 3.13.4) asserts on a "<![" not followed by a keyword it
         # knows, e.g. "<![ x" or binary data; browsers read it as a bogus comment. Make it text.
         parser = _parse(_MARKED_SECTION.sub("&lt;![", html))
-    text = clean_text(parser.result())
+    lt = parser.placeholder
+
+    def restored(value: str) -> str:
+        return value.replace(lt, "<") if lt else value
+
+    text = clean_text(restored(parser.result()))
     info: dict[str, str] = {}
     # Metadata goes to a JSONB column, which refuses NUL and lone surrogates as text does.
-    title = clean_text(parser.title or parser.h1)
+    title = clean_text(restored(parser.title or parser.h1))
     if title:
         info["title"] = title
-    language = clean_text(parser.language)
+    language = clean_text(restored(parser.language))
     if language:
         info["language"] = language
     return text, info

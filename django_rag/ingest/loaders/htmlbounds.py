@@ -24,23 +24,24 @@ _COMMENT_CLOSE = re.compile(r"--!?\s*+>")
 _SECTION_CLOSE = re.compile(r"\]\s*+\]?\s*+>")
 # A comment or marked section (each has a closer after it by now: the lazy scan stops there), or
 # a "<" that no ">" follows before the next "<".
-_NO_TAG_END = re.compile(r"(<!--.*?--!?\s*+>|<!\[.*?\]\s*+\]?\s*+>)|<(?=[^<>]*+(?:<|\Z))", re.DOTALL)
+# A run of such "<" (each with the text up to the next) is one match, so that megabytes of "</"
+# cost a call per run, not one per "<" (the run is bounded: ``re`` keeps a mark per repetition).
+# A "<" opening a comment or marked section never starts a run: it has a closer by now.
+_NO_TAG_END = re.compile(
+    r"(<!--.*?--!?\s*+>|<!\[.*?\]\s*+\]?\s*+>)|(?:<(?!!--|!\[)[^<>]*+){1,4096}(?=<|\Z)", re.DOTALL
+)
 
 
-def neutralize_unclosed_markup(html: str) -> str:
-    """``html`` with every ``<`` that cannot begin a complete construct written as ``&lt;``."""
+def neutralize_unclosed_markup(html: str, lt: str = "&lt;") -> str:
+    """``html`` with every ``<`` that cannot begin a complete construct written as ``lt``."""
     if "<" not in html:
         return html
-    html = _escape_after_last(html, "<!--", _COMMENT_CLOSE)
-    html = _escape_after_last(html, "<![", _SECTION_CLOSE)
-    return _NO_TAG_END.sub(_keep_or_escape, html)
+    html = _escape_after_last(html, "<!--", _COMMENT_CLOSE, lt)
+    html = _escape_after_last(html, "<![", _SECTION_CLOSE, lt)
+    return _NO_TAG_END.sub(lambda match: match.group(1) or match.group(0).replace("<", lt), html)
 
 
-def _keep_or_escape(match: re.Match[str]) -> str:
-    return match.group(1) or "&lt;"
-
-
-def _escape_after_last(html: str, opener: str, closer: re.Pattern[str]) -> str:
+def _escape_after_last(html: str, opener: str, closer: re.Pattern[str], lt: str) -> str:
     first = html.find(opener)
     if first < 0:
         return html
@@ -51,4 +52,4 @@ def _escape_after_last(html: str, opener: str, closer: re.Pattern[str]) -> str:
     tail = html[tail_start:]
     if opener not in tail:
         return html
-    return html[:tail_start] + tail.replace(opener, "&lt;" + opener[1:])
+    return html[:tail_start] + tail.replace(opener, lt + opener[1:])
