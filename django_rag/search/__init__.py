@@ -1,4 +1,4 @@
-"""Search: request validation, the search pipeline over the store, rerank, MMR and evaluation."""
+"""Search: request validation, the search pipeline over the store, rerank and MMR (evaluation, which indexes, sits above: django_rag.evaluation)."""
 
 from .query import MODES, SYNTAXES, RerankOption, SearchOptions, search
 

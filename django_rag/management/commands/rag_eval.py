@@ -14,7 +14,7 @@ from django_rag.exceptions import RagError
 from django_rag.management.options import add_database_argument
 from django_rag.management.output import RagCommand, printable
 from django_rag.search import MODES
-from django_rag.search.evaluation import evaluate, index_dataset
+from django_rag.evaluation import evaluate, index_dataset
 
 
 class Command(RagCommand):

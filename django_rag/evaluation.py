@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..beir import BeirDataset, ndcg_at, recall_at, reciprocal_rank_at
-from ..ingest.pipeline import index_documents
-from ..models import Collection
-from ..types import RagDocument, SyncResult
-from .query import search
+from .beir import BeirDataset, ndcg_at, recall_at, reciprocal_rank_at
+from .ingest.pipeline import index_documents
+from .models import Collection
+from .types import RagDocument, SyncResult
+from .search import search
 
 __all__ = ["ModeReport", "evaluate", "index_dataset"]
 
