@@ -18,8 +18,8 @@ from typing import Any
 from .beir import BeirDataset, ndcg_at, recall_at, reciprocal_rank_at
 from .ingest.pipeline import index_documents
 from .models import Collection
-from .types import RagDocument, SyncResult
 from .search import search
+from .types import RagDocument, SyncResult
 
 __all__ = ["ModeReport", "evaluate", "index_dataset"]
 

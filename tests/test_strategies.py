@@ -12,8 +12,8 @@ from django.test import override_settings
 import django_rag as rag
 from django_rag.answer.chat import OpenAIChat
 from django_rag.exceptions import ConfigurationError, QueryError
-from django_rag.search.strategies import MAX_N_QUERIES, fuse_rankings, to_parents
 from django_rag.ingest.chunking import split_text
+from django_rag.search.strategies import MAX_N_QUERIES, fuse_rankings, to_parents
 from django_rag.stores import DocumentInfo, QueryScope, SearchRequest
 from django_rag.stores.memory import MemoryStore
 from django_rag.testing import OpenAICompatibleServer

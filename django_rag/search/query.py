@@ -43,9 +43,11 @@ from .strategies import (
     check_strategy,
     compress_hits,
     fuse_rankings,
-    parent_chunk_size as resolve_parent_size,
     query_variants,
     to_parents,
+)
+from .strategies import (
+    parent_chunk_size as resolve_parent_size,
 )
 
 __all__ = ["MODES", "SYNTAXES", "RerankOption", "SearchOptions", "search"]

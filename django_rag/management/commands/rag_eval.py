@@ -10,11 +10,11 @@ from django.core.management.base import CommandError
 
 from django_rag.api import collection
 from django_rag.beir import load_beir
+from django_rag.evaluation import evaluate, index_dataset
 from django_rag.exceptions import RagError
 from django_rag.management.options import add_database_argument
 from django_rag.management.output import RagCommand, printable
 from django_rag.search import MODES
-from django_rag.evaluation import evaluate, index_dataset
 
 
 class Command(RagCommand):
