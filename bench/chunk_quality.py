@@ -158,8 +158,8 @@ def run(
         setup_django(db, rag)
         import django_rag
         from django_rag.beir import load_beir
-        from django_rag.models import Chunk
         from django_rag.evaluation import index_dataset
+        from django_rag.models import Chunk
 
         print(f"{db.server}; {machine_line()}", flush=True)
         for key in datasets:

@@ -102,7 +102,7 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as scratch:
                 folder = Path(scratch) / f"{key}-subset"
                 docs, queries = subset(DATA / name, split, args.queries, args.docs, folder)
-                print(f"\n== {name}: subset of {docs} documents, {queries} judged queries; load {os.getloadavg()}")
+                print(f"\n== {name}: subset of {docs} documents, {queries} judged queries; {machine_line()}")
                 out = io.StringIO()
                 started = time.perf_counter()
                 argv = [str(folder), "--split", split, "--collection", f"eval-{key}", "--verbosity", "0"]

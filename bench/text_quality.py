@@ -75,8 +75,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         check_modes(modes)
         import django_rag
         from django_rag.beir import load_beir
-        from django_rag.models import Document
         from django_rag.evaluation import evaluate, index_dataset
+        from django_rag.models import Document
 
         print(
             f"nDCG@10 by BM25 mode (issue 14); {db.server}, database {db.name}; {machine_line()}", flush=True

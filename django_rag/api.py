@@ -140,7 +140,7 @@ class KnowledgeBase(Collection):
             n_queries=n_queries,
             compress=compress,
             parent_chunk_size=parent_chunk_size,
-            chat=strategy_chat(chat, strategy, compress),
+            rewriter=strategy_chat(chat, strategy, compress),
             using=using,
         )
 
@@ -243,7 +243,7 @@ class KnowledgeBase(Collection):
             strategy=strategy,
             n_queries=n_queries,
             compress=compress,
-            chat=strategy_chat(chat, strategy, compress),
+            rewriter=strategy_chat(chat, strategy, compress),
         )
         return AnswerStream(prepared, chat=chat) if stream else answer_prompt(prepared, chat=chat)
 

@@ -214,7 +214,7 @@ def evaluate_configuration(
     a corpus document, which would otherwise rank first and count as a miss)."""
     options = dict(config.search)
     options.setdefault("mode", "hybrid")
-    options["chat"] = strategy_chat(None, options.get("strategy"), options.get("compress") is True)
+    options["rewriter"] = strategy_chat(None, options.get("strategy"), options.get("compress") is True)
     # Chunked documents take several chunk slots: ask for more chunks than documents needed.
     chunk_k = min(1000, depth * 3)
     report = ModeReport(config.name, 0.0, 0.0, 0.0)

@@ -1,4 +1,4 @@
-"""rag_eval: self-hits dropped (BEIR's ignore_identical_ids), ingest time, configurations compared in one table."""
+"""rag_eval: self-hits dropped (BEIR's ignore_identical_ids), ingest time, configurations in one table."""
 
 from __future__ import annotations
 
@@ -18,9 +18,17 @@ pytestmark = pytest.mark.django_db
 # ArguAna-like: each query is itself a corpus document (same id, same text); the answer is another.
 CORPUS = [
     {"_id": "q1", "title": "", "text": "Solar panels lower household electricity bills over time."},
-    {"_id": "d1", "title": "", "text": "Household solar panels pay back their cost through lower electricity bills."},
+    {
+        "_id": "d1",
+        "title": "",
+        "text": "Household solar panels pay back their cost through lower electricity bills.",
+    },
     {"_id": "q2", "title": "", "text": "School uniforms reduce bullying among pupils."},
-    {"_id": "d2", "title": "", "text": "Uniforms at school mean less bullying among pupils, teachers report."},
+    {
+        "_id": "d2",
+        "title": "",
+        "text": "Uniforms at school mean less bullying among pupils, teachers report.",
+    },
     {"_id": "d3", "title": "", "text": "Trains are faster than buses on long routes."},
 ]
 QUERIES = [{"_id": "q1", "text": CORPUS[0]["text"]}, {"_id": "q2", "text": CORPUS[2]["text"]}]
@@ -64,7 +72,9 @@ def test_self_hits_count_when_kept(beir: Path) -> None:
 def test_ingest_time_and_rate_are_printed(beir: Path) -> None:
     output = run(str(beir), "--modes", "text")
 
-    assert re.search(r"indexed: 5 chunks added, 0 unchanged, 5 embedded in \d+\.\d s \(\d+\.\d chunks/s\)", output)
+    assert re.search(
+        r"indexed: 5 chunks added, 0 unchanged, 5 embedded in \d+\.\d s \(\d+\.\d chunks/s\)", output
+    )
 
 
 def test_configurations_are_compared_in_one_table(beir: Path) -> None:
@@ -102,7 +112,15 @@ def test_a_bad_configuration_is_a_command_error(beir: Path, config: str, message
 
 
 def test_configuration_values_are_typed() -> None:
-    config = parse_configuration("c:mode=hybrid,n_queries=3,min_score=0.2,compress=true,rerank=none,chunk_size=128")
+    config = parse_configuration(
+        "c:mode=hybrid,n_queries=3,min_score=0.2,compress=true,rerank=none,chunk_size=128"
+    )
 
-    assert config.search == {"mode": "hybrid", "n_queries": 3, "min_score": 0.2, "compress": True, "rerank": None}
+    assert config.search == {
+        "mode": "hybrid",
+        "n_queries": 3,
+        "min_score": 0.2,
+        "compress": True,
+        "rerank": None,
+    }
     assert config.index == {"chunk_size": 128}

@@ -54,7 +54,9 @@ def test_rag_search_runs_a_multi_query_search(kb: rag.Collection, server: OpenAI
 
 
 def test_rag_search_compresses_without_a_chat_model(kb: rag.Collection) -> None:
-    lines = run("rag_search", "feline purr", "-c", "docs", "--mode", "text", "--compress", "--json").splitlines()
+    lines = run(
+        "rag_search", "feline purr", "-c", "docs", "--mode", "text", "--compress", "--json"
+    ).splitlines()
 
     assert json.loads(lines[0])["content"] == DOCS[0].text  # one sentence: nothing to cut
 
@@ -72,7 +74,9 @@ def test_rag_search_reports_bad_strategy_options(kb: rag.Collection, args: list[
         run("rag_search", "feline", "-c", "docs", *args)
 
 
-def test_rag_ask_answers_from_a_multi_query_search(kb: rag.Collection, server: OpenAICompatibleServer) -> None:
+def test_rag_ask_answers_from_a_multi_query_search(
+    kb: rag.Collection, server: OpenAICompatibleServer
+) -> None:
     server.reply_next("canine walk")  # the variant; the answer is the server's own
 
     out = run("rag_ask", "feline purr", "-c", "docs", "--mode", "text", "--strategy", "multi_query",
@@ -81,5 +85,7 @@ def test_rag_ask_answers_from_a_multi_query_search(kb: rag.Collection, server: O
     answer = json.loads(out)
     assert [citation["source_id"] for citation in answer["citations"]] == ["pets/cats"]
     variants, answering = [r for r in server.requests if r.path == "/v1/chat/completions"]
-    assert "Write 1 alternative versions of this query:\nfeline purr" in variants.body["messages"][1]["content"]
+    assert (
+        "Write 1 alternative versions of this query:\nfeline purr" in variants.body["messages"][1]["content"]
+    )
     assert "Canine companions" in answering.body["messages"][-1]["content"]  # found by the variant

@@ -12,7 +12,7 @@ from django.core.management.base import CommandError
 from django.utils.html import strip_tags
 from django.utils.translation import gettext as _
 
-from django_rag.api import KnowledgeBase, collection, strategy_chat
+from django_rag.api import KnowledgeBase, collection
 from django_rag.conf import rag_settings
 from django_rag.exceptions import QueryError
 from django_rag.search import MODES, SYNTAXES
@@ -69,7 +69,7 @@ def add_search_arguments(parser: ArgumentParser, *, default_k: int) -> None:
     )
     parser.add_argument(
         "--strategy",
-        help=f"Retrieval strategy: {', '.join(STRATEGIES)} (multi_query needs a language model in RAG['CHAT']).",
+        help=f"Retrieval strategy: {', '.join(STRATEGIES)} (multi_query needs a language model in RAG['CHAT'])",
     )
     parser.add_argument(
         "--n-queries",
@@ -79,7 +79,7 @@ def add_search_arguments(parser: ArgumentParser, *, default_k: int) -> None:
     parser.add_argument(
         "--compress",
         action="store_true",
-        help="Cut each passage to the sentences that answer (by the chat model, else by embedding similarity).",
+        help="Cut each passage to the sentences that answer (picked by the chat model, else by embedding).",
     )
     parser.add_argument("--json", action="store_true", help="Machine-readable output.")
 
@@ -113,9 +113,6 @@ def search_options(options: dict[str, Any]) -> dict[str, Any]:
         kwargs["n_queries"] = options["n_queries"]
     if options.get("compress"):
         kwargs["compress"] = options["compress"]
-    chat = strategy_chat(None, kwargs.get("strategy"), kwargs.get("compress") is True)
-    if chat is not None:
-        kwargs["chat"] = chat  # the language model of RAG["CHAT"] writes the variants or the cuts
     return kwargs
 
 

@@ -78,7 +78,7 @@ class SearchOptions(TypedDict, total=False):
     n_queries: int
     compress: bool
     parent_chunk_size: int | None
-    chat: TextModel | None
+    rewriter: TextModel | None
 
 
 def search(
@@ -104,7 +104,7 @@ def search(
     n_queries: int = DEFAULT_N_QUERIES,
     compress: bool = False,
     parent_chunk_size: int | None = None,
-    chat: TextModel | None = None,
+    rewriter: TextModel | None = None,
     using: str | None = None,
 ) -> list[Hit]:
     """The ``k`` best chunks of ``collection`` for ``query``, best first.
@@ -128,13 +128,13 @@ def search(
     of a deep search). ``using`` is the database alias (default: the collection's own, read
     from its replica ``RAG["READ_DATABASE"]`` when set; see ``django_rag.replicas``).
 
-    ``strategy`` (``django_rag.search.strategies``): ``"multi_query"`` has ``chat`` write
+    ``strategy`` (``django_rag.search.strategies``): ``"multi_query"`` has ``rewriter`` (a chat model) write
     ``n_queries`` (1 to 10) variants of the query and fuses the searches of all of them by RRF
     (rerank and MMR then apply to the fused ranking, with the original query);
     ``"parent_document"`` returns each hit's parent, its neighbouring chunks of the same section
     up to ``parent_chunk_size`` tokens (default: the collection's ``PARENT_CHUNK_SIZE``).
     ``compress=True`` cuts each passage to the sentences that answer the query (chosen by
-    ``chat``, or without one by embedding similarity). A failing chat model falls back to what
+    ``rewriter``, or without one by embedding similarity). A failing chat model falls back to what
     needs none (the original query; the embedding filter), with a logged warning.
     """
     mode = check_choice(mode, "mode", MODES, "search mode")
@@ -161,10 +161,10 @@ def search(
     n_queries = check_n_queries(n_queries)
     compress = check_bool(compress, "compress")
     parent_size = resolve_parent_size(collection, parent_chunk_size) if strategy == "parent_document" else 0
-    if strategy == "multi_query" and chat is None:
+    if strategy == "multi_query" and rewriter is None:
         raise QueryError(
-            "strategy='multi_query' needs a chat model to write the query variants: pass chat= or set "
-            "RAG['CHAT'] to a language model (the default extractive backend writes no new words)"
+            "strategy='multi_query' needs a chat model to write the query variants: pass chat= to kb.search "
+            "or set RAG['CHAT'] to a language model (the default extractive backend writes no new words)"
         )
     using = check_using(using)
     # Resolved before any work: a rerank option of the wrong kind fails as fast as a bad k.
@@ -197,8 +197,8 @@ def search(
     # Each query of a multi-query search is searched as deep as hybrid's legs, then fused.
     depth = max(widened, candidates) if strategy == "multi_query" else widened
     queries: list[tuple[str, list[float] | None]] = [(text, vector)]
-    if strategy == "multi_query" and chat is not None:
-        for variant in query_variants(chat, text, n_queries):
+    if strategy == "multi_query" and rewriter is not None:
+        for variant in query_variants(rewriter, text, n_queries):
             queries.append((variant, embedder.embed_query(variant) if mode != "text" else None))
 
     def request(query_text: str, query_vector: list[float] | None) -> SearchRequest:
@@ -238,7 +238,7 @@ def search(
         if parent_size:
             hits = to_parents(store, collection, hits, space=embedder.space, size=parent_size)[:k]
         if compress:
-            hits = compress_hits(hits[:k], text, chat=chat, embedder=embedder, query_vector=vector)
+            hits = compress_hits(hits[:k], text, chat=rewriter, embedder=embedder, query_vector=vector)
         return hits
 
     # An explicit ``using`` is read as asked; otherwise the read replica, if the site has one (a

@@ -165,7 +165,11 @@ class AskJsonView(_JsonView):
             value = body.get(key)
             if key == "stream" and isinstance(value, bool):
                 value = "true" if value else ""
-            if key in ("conversation", "n_queries") and isinstance(value, int) and not isinstance(value, bool):
+            if (
+                key in ("conversation", "n_queries")
+                and isinstance(value, int)
+                and not isinstance(value, bool)
+            ):
                 value = str(value)
             if key == "compress" and isinstance(value, bool):
                 value = "true" if value else ""
