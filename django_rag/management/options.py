@@ -69,7 +69,7 @@ def add_search_arguments(parser: ArgumentParser, *, default_k: int) -> None:
     )
     parser.add_argument(
         "--strategy",
-        help=f"Retrieval strategy: {', '.join(STRATEGIES)} (multi_query needs a language model in RAG['CHAT'])",
+        help=f"Retrieval strategy: {', '.join(STRATEGIES)} (multi_query needs a language model: RAG['CHAT'])",
     )
     parser.add_argument(
         "--n-queries",
