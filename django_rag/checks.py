@@ -13,6 +13,7 @@ One id per check:
 - W001 a space has no ANN index; W002 a space too wide to index; W003 a collection holds another
   space's vectors; W004 routing disagrees with RAG['DATABASE']; W005 an OpenAI backend has no key;
   W006 the chat server cannot be reached; I006 no RAG['CHAT'], answers are quoted (answer/checks.py)
+- E150 CHUNKER or SEMANTIC_THRESHOLD bad (ingest/checks.py); E151 PARENT_CHUNK_SIZE bad (search/checks.py)
 - E100 unknown RAG['MEDIA'] key; E111 a MEDIA content type has no loader
 - E101-E109 a ``register()`` declaration is wrong (see ``_registration_problems``)
 - W110 without a Celery broker, saved rows would be ingested inside the request (the Tasks API
@@ -38,11 +39,13 @@ from .conf import DEFAULT_COLLECTION_OPTIONS, DEFAULTS, rag_settings
 from .ddl import IndexSpec, configured_spaces
 from .embedders import get_embedder
 from .exceptions import ConfigurationError, RagError
+from .ingest.checks import chunker_messages
 from .ingest.jobs import BULK_DEFAULTS
 from .ingest.loaders import get_loader
 from .ingest.loaders.ocr import OCR_DEFAULTS, ocr_problems
 from .ingest.registration import MEDIA_DEFAULTS, Registration, registrations
 from .models import Chunk
+from .search.checks import parent_size_messages
 from .tasks import task_backend, uses_celery
 
 __all__ = ["check_database", "check_registrations", "check_settings"]
@@ -177,6 +180,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                     id="django_rag.E006",
                 )
             )
+        errors += chunker_messages(name, options) + parent_size_messages(name, options)
         embedder_alias = options.get("EMBEDDER", "default")
         if embedder_alias not in rag_settings.EMBEDDERS:
             errors.append(

@@ -7,6 +7,7 @@ import pytest
 from django.test import override_settings
 
 import django_rag as rag
+from django_rag.checks import check_settings
 from django_rag.conf import rag_settings
 from django_rag.embedders.hashing import HashingEmbedder
 from django_rag.exceptions import ConfigurationError
@@ -115,3 +116,28 @@ def test_the_default_chunker_keeps_alike_and_unlike_sentences_together() -> None
     kb.index([rag.RagDocument("d", TEXT)])
 
     assert list(kb.chunks().values_list("content", flat=True)) == [TEXT]
+
+
+@pytest.mark.parametrize(
+    ("options", "check_id"),
+    [
+        ({"CHUNKER": "clever"}, "django_rag.E150"),
+        ({"CHUNKER": "semantic", "SEMANTIC_THRESHOLD": 2}, "django_rag.E150"),
+        ({"PARENT_CHUNK_SIZE": 0}, "django_rag.E151"),
+        ({"PARENT_CHUNK_SIZE": "1k"}, "django_rag.E151"),
+    ],
+)
+def test_bad_chunker_and_parent_options_are_system_check_errors(
+    options: dict[str, object], check_id: str
+) -> None:
+    hashing = {"default": {"BACKEND": "django_rag.embedders.hashing.HashingEmbedder", "DIMENSIONS": 64}}
+    with override_settings(RAG={"EMBEDDERS": hashing, "COLLECTIONS": {"docs": options}}):
+        [message] = check_settings()
+    assert message.id == check_id and "collection 'docs'" in message.msg
+
+
+def test_good_chunker_and_parent_options_pass_the_checks() -> None:
+    hashing = {"default": {"BACKEND": "django_rag.embedders.hashing.HashingEmbedder", "DIMENSIONS": 64}}
+    options = {"CHUNKER": "semantic", "SEMANTIC_THRESHOLD": 0.4, "PARENT_CHUNK_SIZE": 512}
+    with override_settings(RAG={"EMBEDDERS": hashing, "COLLECTIONS": {"docs": options}}):
+        assert check_settings() == []
