@@ -5,8 +5,10 @@
 ONNX Runtime's intra-op thread pool spins (busy-waits) between work items by default. On a
 machine shared with PostgreSQL and Celery workers the spinning threads compete for the cores
 the other threads of the same inference need. Each configuration is a ``LocalEmbedder`` with
-``THREADS`` (None = ONNX Runtime's default, one per core) and ``SPIN`` (None = ONNX Runtime's
-default, spinning on). Two measures per configuration:
+``THREADS`` (None = ONNX Runtime's default, one per core) and ``SPIN`` (True is ONNX Runtime's
+own default; django-rag's is False since this benchmark's run of 2026-12-03, docs/design.md). The
+baseline of the ratios is ONNX Runtime's default (one thread per core, spinning). Two measures
+per configuration:
 
 - ingest: ``embed_documents`` of ``--texts`` SciFact abstracts cut to ~1,000 characters
   (texts per second);
@@ -32,8 +34,8 @@ from common import Database, Timer, bench_database, chunk_texts, machine_line, m
 
 from django_rag.embedders.local import LocalEmbedder
 
-CONFIGS: list[tuple[int | None, bool | None]] = [
-    (None, None),
+CONFIGS: list[tuple[int | None, bool]] = [
+    (None, True),
     (None, False),
     (1, True),
     (1, False),
@@ -43,9 +45,9 @@ CONFIGS: list[tuple[int | None, bool | None]] = [
 QUERY = "Vitamin D deficiency is associated with a higher risk of respiratory infection."
 
 
-def label(threads: int | None, spin: bool | None) -> str:
+def label(threads: int | None, spin: bool) -> str:
     t = "default" if threads is None else str(threads)
-    s = "default (on)" if spin is None else ("on" if spin else "off")
+    s = "on" if spin else "off (django-rag's default)" if threads is None else "off"
     return f"threads {t:<7} spin {s}"
 
 
@@ -83,7 +85,7 @@ def measure(embedders: dict[str, LocalEmbedder], texts: list[str], rounds: int) 
 
 
 def report(condition: str, results: dict[str, Result], n: int, load: float) -> None:
-    base = results[label(None, None)]
+    base = results[label(None, True)]
     print(f"\n{condition} (1-minute load average {load:.2f} at the end)")
     print(f"{'configuration':<32} {'texts/s':>8} {'vs default':>10} {'query ms':>9} {'vs default':>10}")
     for name, r in results.items():

@@ -14,11 +14,11 @@ class DjangoRagConfig(AppConfig):
 
     def ready(self) -> None:
         # The app-registry boundary: these modules import models, so they load once the registry is
-        # ready. api defines the KnowledgeBase proxy model and web.models the QueryLog model;
-        # importing checks and web.checks registers the checks.
+        # ready. api defines the KnowledgeBase proxy model; importing checks, search.checks and
+        # web.checks registers the checks.
         from . import api, checks, tasks  # noqa: F401
+        from .search import checks as search_checks  # noqa: F401
         from .web import checks as web_checks  # noqa: F401
-        from .web import models as web_models  # noqa: F401
 
         connection_created.connect(apply_session_settings, dispatch_uid="django_rag.session_settings")
         tasks.connect_signals()

@@ -14,7 +14,14 @@ from django.core.signals import setting_changed
 
 from .exceptions import ConfigurationError
 
-__all__ = ["DEFAULTS", "DEFAULT_COLLECTION_OPTIONS", "on_rag_change", "rag_section", "rag_settings"]
+__all__ = [
+    "DEFAULTS",
+    "DEFAULT_COLLECTION_OPTIONS",
+    "on_rag_change",
+    "rag_section",
+    "rag_settings",
+    "web_settings",
+]
 
 DEFAULT_COLLECTION_OPTIONS: dict[str, Any] = {
     "EMBEDDER": "default",
@@ -31,6 +38,8 @@ DEFAULT_COLLECTION_OPTIONS: dict[str, Any] = {
     "SEMANTIC_THRESHOLD": 0.5,
     # strategy="parent_document" returns each small chunk's section up to this many tokens.
     "PARENT_CHUNK_SIZE": 1024,
+    # An alias of RAG["RERANKERS"] that reranks every search of the collection (rerank=False skips it).
+    "RERANKER": None,
 }
 
 DEFAULTS: dict[str, Any] = {
@@ -177,6 +186,18 @@ def rag_section(name: str, known: Set[str]) -> dict[str, Any]:
             f"known: {sorted(key.upper() for key in known)}"
         )
     return given
+
+
+def web_settings() -> dict[str, Any]:
+    """``RAG["WEB"]`` over ``DEFAULTS["WEB"]`` (PERMISSIONS merged key by key).
+
+    Here rather than in ``web.conf`` so that code below the web layer (the pruning commands)
+    reads the same values.
+    """
+    user = rag_settings.WEB or {}
+    merged = {**DEFAULTS["WEB"], **user}
+    merged["PERMISSIONS"] = {**DEFAULTS["WEB"]["PERMISSIONS"], **(user.get("PERMISSIONS") or {})}
+    return merged
 
 
 def on_rag_change(function: Callable[[], Any]) -> Callable[[], Any]:

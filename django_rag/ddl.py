@@ -10,7 +10,7 @@ from .conf import DEFAULT_COLLECTION_OPTIONS, rag_settings
 from .embedders import get_embedder
 from .sql import HALFVEC_MAX_DIMS, quote_literal, vector_cast_type
 
-__all__ = ["IndexSpec", "configured_spaces"]
+__all__ = ["IndexSpec", "configured_aliases", "configured_spaces"]
 
 TABLE = "django_rag_chunk"
 
@@ -59,17 +59,22 @@ class IndexSpec:
         return f'DROP INDEX {"CONCURRENTLY " if concurrently else ""}IF EXISTS "{self.name}"'
 
 
+def configured_aliases() -> list[str]:
+    """The embedder aliases of every declared collection (``["default"]`` with none declared)."""
+    aliases = {
+        options.get("EMBEDDER", DEFAULT_COLLECTION_OPTIONS["EMBEDDER"])
+        for options in rag_settings.COLLECTIONS.values()
+    } or {"default"}
+    return sorted(aliases)
+
+
 def configured_spaces() -> dict[str, int]:
     """Embedding spaces the settings use: ``{space: dimensions}`` for every declared collection's embedder.
 
     With no collection declared, the ``default`` embedder's space.
     """
-    aliases = {
-        options.get("EMBEDDER", DEFAULT_COLLECTION_OPTIONS["EMBEDDER"])
-        for options in rag_settings.COLLECTIONS.values()
-    } or {"default"}
     spaces: dict[str, int] = {}
-    for alias in sorted(aliases):
+    for alias in configured_aliases():
         embedder = get_embedder(alias)
         spaces[embedder.space] = embedder.dimensions
     return spaces

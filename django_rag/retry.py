@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import email.utils
 import logging
+import os
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -24,6 +25,7 @@ __all__ = [
     "call_openai",
     "is_transient",
     "is_transient_status",
+    "openai_api_key",
     "openai_error_message",
     "retry_after_seconds",
     "retry_call",
@@ -149,6 +151,11 @@ def call_openai(
             raise error(f"{where()} returned an unusable response: {exc}") from exc
 
     return retry_call(attempt, policy, where=where, error=error, sleep=sleep)
+
+
+def openai_api_key(api_key: str | None) -> str | None:
+    """The key an OpenAI backend uses: its API_KEY option, else ``$OPENAI_API_KEY``."""
+    return api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
 
 
 def openai_error_message(exc: Exception) -> str:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,17 +19,10 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page
 
-from tests.test_web_browser import (
-    PASSWORD,
-    Pages,
-    _admin_connection,
-    _database_url,
-    _free_port,
-    _wait_for,
-    browser,  # noqa: F401 (the module's Chromium, shared as a fixture)
-)
+from tests.browser_support import Pages, example_site, log_in
 
 pytestmark = pytest.mark.slow
+pytest_plugins = ["tests.conftest_browser"]  # the browser fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOTS = ROOT / "screenshots"
@@ -42,66 +33,10 @@ FOLLOW_UP = "Can I restore one to a new workspace?"
 @pytest.fixture(scope="module")
 def keyless_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The example project set up by its demo command, served with no API key in its environment."""
-    name = f"example_answers_{os.getpid()}"
     work = tmp_path_factory.mktemp("example-answers")
-    with _admin_connection() as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        connection.execute(f'CREATE DATABASE "{name}"')
-    port = _free_port()
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_CHAT_MODEL")
-    }
-    env.update(
-        DJANGO_SETTINGS_MODULE="example_project.settings",
-        DATABASE_URL=_database_url(name),
-        EXAMPLE_MEDIA_ROOT=str(work / "media"),
-        CELERY_BROKER_URL="",
-        PYTHONUNBUFFERED="1",
-    )
-    manage = [sys.executable, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "--noinput", "-v0"], env=env, cwd=ROOT, check=True, timeout=300)
-    subprocess.run(
-        [*manage, "demo", "--no-search", "--port", str(port)],
-        env=env,
-        cwd=ROOT,
-        check=True,
-        timeout=300,
-        capture_output=True,
-    )
-    log = work / "runserver.log"
-    with log.open("w") as output:
-        server = subprocess.Popen(
-            # The example runs with DEBUG off, where runserver serves no static files unless asked
-            # (--insecure): without rag.css the answer would be drawn below the results.
-            [*manage, "runserver", f"127.0.0.1:{port}", "--noreload", "--insecure"],
-            env=env,
-            cwd=ROOT,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            url = f"http://127.0.0.1:{port}"
-            _wait_for(url, server, log)
-            yield url
-        finally:
-            server.terminate()
-            server.wait(timeout=20)
-    with _admin_connection() as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def _log_in(chromium: Browser, url: str, username: str, *, javascript: bool = True) -> Page:
-    context = chromium.new_context(base_url=url, java_script_enabled=javascript)
-    context.set_default_timeout(30_000)
-    page = context.new_page()
-    page.goto("/accounts/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url("**/kb/")
-    return page
+    keys = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_CHAT_MODEL")
+    with example_site(work, f"example_answers_{os.getpid()}", without=keys) as served:
+        yield served.url
 
 
 def _cited_titles(page: Page) -> list[str]:
@@ -115,12 +50,12 @@ def _shot(page: Page, name: str) -> None:
 
 def test_answers_without_a_language_model_in_a_browser(
     keyless_site: str,
-    browser: Browser,  # noqa: F811 (the fixture imported above)
+    browser: Browser,
     report: Any,
 ) -> None:
     started = time.monotonic()
     pages = Pages()
-    alice = _log_in(browser, keyless_site, "alice")
+    alice = log_in(browser, keyless_site, "alice", timeout=30_000)
 
     # A search answers above its results, quoting the backups document: "35 days".
     alice.fill("#id_q", QUESTION)
@@ -153,7 +88,7 @@ def test_answers_without_a_language_model_in_a_browser(
     number = conversation.group(1)
 
     # The other tenant's user cannot reach it by its id: page, JSON, or asking into it.
-    bob = _log_in(browser, keyless_site, "bob")
+    bob = log_in(browser, keyless_site, "bob", timeout=30_000)
     assert bob.goto(f"/kb/conversations/{number}/").status == 404  # type: ignore[union-attr]
     assert "This conversation does not exist or is not yours." in bob.content()
     assert bob.request.get(f"/kb/api/conversations/{number}/").status == 404
@@ -186,7 +121,7 @@ def test_answers_without_a_language_model_in_a_browser(
     assert alice.request.get(f"/kb/conversations/{number}/").status == 404
 
     # Without JavaScript the search page is a plain page with the answer in it.
-    plain = _log_in(browser, keyless_site, "alice", javascript=False)
+    plain = log_in(browser, keyless_site, "alice", javascript=False, timeout=30_000)
     plain.goto("/kb/?q=" + QUESTION.replace(" ", "+"))
     assert "35 days" in plain.inner_text(".rag-answer .rag-answer-text")
 

@@ -171,7 +171,7 @@ def plain_role_database() -> Iterator[psycopg.Connection]:
 def test_a_role_that_may_not_create_the_extension_is_told_how_before_migrate(
     plain_role_database: psycopg.Connection,
 ) -> None:
-    from django_rag.checks import _database_messages
+    from django_rag.checks.database import _database_messages
 
     with plain_role_database.cursor() as cursor:
         trusted = cursor.execute(

@@ -42,7 +42,13 @@ LAYERS: list[tuple[str, ...]] = [
         "django_rag.ingest.segments",  # the chunker's boundaries
         "django_rag.ingest.tokens",  # the chunker's token counting
     ),
-    ("django_rag.testing", "django_rag.querysets", "django_rag.models", "django_rag.ddl"),
+    (
+        "django_rag.testing",
+        "django_rag.querysets",
+        "django_rag.models",
+        "django_rag.ddl",
+        "django_rag.retention",  # pruning the query log and conversations: below web/ and the commands
+    ),
     ("django_rag.stores",),
     ("django_rag.ingest", "django_rag.search"),
     ("django_rag.answer",),
@@ -50,6 +56,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("django_rag.evaluation",),  # indexes a dataset (ingest) then searches it (search, answer's chat)
     (
         "django_rag.tasks",
+        "django_rag.celery_tasks",  # the Celery tasks that django_rag.tasks re-exports
         "django_rag.admin",
         "django_rag.web",
         "django_rag.urls",
@@ -66,10 +73,10 @@ ALLOWED_FUNCTION_IMPORTS = {
     ("django_rag.apps", "django_rag.api"),
     ("django_rag.apps", "django_rag.checks"),
     ("django_rag.apps", "django_rag.tasks"),
-    # web.models defines the QueryLog model (beside the views that write it); web.checks registers
-    # the RAG["WEB"] checks.
-    ("django_rag.apps", "django_rag.web.models"),
+    # web.checks registers the RAG["WEB"] checks.
     ("django_rag.apps", "django_rag.web.checks"),
+    # search.checks registers the RAG["RERANKERS"] checks.
+    ("django_rag.apps", "django_rag.search.checks"),
 }
 
 
@@ -206,6 +213,48 @@ def test_each_allowed_function_import_says_why() -> None:
             lines = path.read_text().splitlines()
             context = " ".join(lines[max(0, found.line - 3) : found.line])
             assert "#" in context, f"{found.source}:{found.line}: say why this import is in a function"
+
+
+def test_management_commands_never_import_the_web_layer() -> None:
+    # Commands are thin wrappers over library functions; what they share with the pages (the query
+    # log, conversations, their pruning) lives below both (django_rag.models, django_rag.retention).
+    found = [
+        f"{i.source}:{i.line} imports {i.target}"
+        for i in package_imports()
+        if i.source.startswith("django_rag.management")
+        and (i.target == "django_rag.web" or i.target.startswith("django_rag.web."))
+    ]
+    assert not found, "\n".join(found)
+
+
+# What builds an embedder or a chat backend. A check validates a backend's options through the
+# backend class (``check_options``), without building it: building may load a model or need a secret.
+# (Importing a class or a hook with import_string builds nothing, so it stays allowed.)
+BUILDERS = {"get_embedder", "load_embedder", "get_chat", "load_chat", "load_backend"}
+
+
+def is_checks_module(module: str) -> bool:
+    parts = module.split(".")
+    return "checks" in parts
+
+
+def test_checks_never_build_embedders_or_chat_backends() -> None:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
+        if "migrations" in path.parts or not is_checks_module(module):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                found += [
+                    f"{module}:{node.lineno} imports {a.name}" for a in node.names if a.name in BUILDERS
+                ]
+            elif isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if name in BUILDERS:
+                    found.append(f"{module}:{node.lineno} calls {name}()")
+    assert not found, "\n".join(found)
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:

@@ -159,7 +159,9 @@ SCOPE_PARAMS = {
     "mode": P(extra={"unknown": "fuzzy", "upper-case": "VECTOR", "in-a-list": ["vector"]}),
     "syntax": P(extra={"raw": "raw", "tsquery": "tsquery"}),
     "k": P(extra={"too-big": 1001}),
-    "rerank": P({"None"}, skip=STRINGS | {"dict"}),
+    # Strings are aliases and True the collection's or "default" reranker: an unknown one is a
+    # ConfigurationError (tested in test_rerank*.py), not a QueryError; False turns reranking off.
+    "rerank": P({"None"}, skip=STRINGS | {"dict", "bool"}),
     "mmr": P({"bool"}),
     "using": P({"None"}, {"unknown-alias": "nope"}),
 }

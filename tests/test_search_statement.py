@@ -17,6 +17,7 @@ from django_rag.models import Chunk, Document
 from django_rag.stores.base import QueryScope, SearchRequest
 from django_rag.stores.pgsearch import build_sql, run_search
 from tests.plans import build_space_index, explain
+from tests.wire import counted
 
 DOCS = [rag.RagDocument(f"n/{i}", f"note {i} about subject {i % 50}") for i in range(40)]
 
@@ -71,9 +72,10 @@ def test_filters_stay_bound_parameters_in_the_vector_statement() -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_vector_search_is_one_round_trip_of_its_settings_and_its_statement() -> None:
+def test_a_vector_search_sends_one_statement_with_its_settings_and_no_transaction() -> None:
     kb = rag.collection("docs")
     kb.index(DOCS)
+    kb.search("subject 7", k=5)  # the first search of a collection counts its chunks (search.relevance)
     connection.ensure_connection()
     pgconn = connection.connection.pgconn
     with tempfile.TemporaryFile("w+") as trace:
@@ -84,10 +86,40 @@ def test_a_vector_search_is_one_round_trip_of_its_settings_and_its_statement() -
         finally:
             pgconn.untrace()
         trace.seek(0)
-        sent = [line.split("\t")[2].strip() for line in trace if line.startswith("F\t")]
+        lines = [line.split("\t") for line in trace]
+    sent = [line[2].strip() for line in lines if line[0] == "F"]
     assert len(hits) == 5
-    assert sent.count("Sync") == 1  # one round trip
-    assert sent.count("Execute") == 2  # set_config(...) and the search; no BEGIN/COMMIT
+    # No BEGIN/COMMIT, no settings statement, no Flush: what one execute of raw psycopg sends.
+    assert sent == ["Parse", "Bind", "Describe", "Execute", "Sync"]
+    [statement] = [line[3] for line in lines if line[0] == "F" and line[2].strip() == "Parse"]
+    assert "set_config('hnsw.ef_search', '40', true)" in statement
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_warm_vector_search_is_one_write_and_one_round_trip_on_the_wire() -> None:
+    kb = rag.collection("docs")
+    kb.index(DOCS)
+    vector = kb.get_embedder().embed_query("subject 7")
+    kb.search(vector, k=5)  # the first search of a collection counts its chunks (search.relevance)
+    with counted() as wire:  # a new connection: its first search too
+        for query in (vector, "subject 7", vector):
+            wire.reset()
+            hits = kb.search(query, k=5)
+            counts = wire.snapshot()
+            assert len(hits) == 5
+            assert (counts.round_trips, counts.writes) == (1, 1), counts.log
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_search_past_ef_search_sends_the_planner_its_ef_first_in_the_same_round_trip() -> None:
+    kb = rag.collection("docs")
+    kb.index(DOCS)
+    with counted() as wire:
+        kb.search("subject 7", k=5)
+        wire.reset()
+        assert len(kb.search("subject 7", k=45)) == 40  # every chunk
+        counts = wire.snapshot()
+    assert counts.round_trips == 1, counts.log
 
 
 @pytest.mark.django_db(transaction=True)
@@ -192,6 +224,15 @@ def test_an_unfiltered_vector_search_runs_a_generic_plan_on_the_space_index(
     vector = prepared.execute("SELECT %s::vector::text", [str(request(kb).vector)]).fetchone()[0]
     plan = "\n".join(r[0] for r in prepared.execute(f"EXPLAIN EXECUTE {name}(%s::vector)", [vector]))
     assert f"Index Scan using {IndexSpec(kb.space, 64).name}" in plan, plan
+
+
+@pytest.mark.django_db
+def test_the_settings_run_before_the_index_walk_starts(indexed: rag.Collection) -> None:
+    plan = explain(indexed, mode="vector", tenant="t").splitlines()
+    at = next(i for i, line in enumerate(plan) if "One-Time Filter" in line)
+    # The one-time filter (set_config) is the walk's parent: evaluated before its first row.
+    assert "Result" in plan[at - 1], plan
+    assert f"Index Scan using {IndexSpec(indexed.space, 64).name}" in plan[at + 1], plan
 
 
 @pytest.mark.django_db

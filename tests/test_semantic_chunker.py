@@ -121,10 +121,10 @@ def test_the_default_chunker_keeps_alike_and_unlike_sentences_together() -> None
 @pytest.mark.parametrize(
     ("options", "check_id"),
     [
-        ({"CHUNKER": "clever"}, "django_rag.E150"),
-        ({"CHUNKER": "semantic", "SEMANTIC_THRESHOLD": 2}, "django_rag.E150"),
-        ({"PARENT_CHUNK_SIZE": 0}, "django_rag.E151"),
-        ({"PARENT_CHUNK_SIZE": "1k"}, "django_rag.E151"),
+        ({"CHUNKER": "clever"}, "django_rag.E160"),
+        ({"CHUNKER": "semantic", "SEMANTIC_THRESHOLD": 2}, "django_rag.E160"),
+        ({"PARENT_CHUNK_SIZE": 0}, "django_rag.E161"),
+        ({"PARENT_CHUNK_SIZE": "1k"}, "django_rag.E161"),
     ],
 )
 def test_bad_chunker_and_parent_options_are_system_check_errors(

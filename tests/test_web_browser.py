@@ -10,137 +10,42 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import psycopg
 import pytest
-from axe_playwright_python.sync_playwright import Axe
-from django.conf import settings
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 
 from django_rag.testing import OpenAICompatibleServer
+from tests.browser_support import PASSWORD, SCREENSHOTS, Pages, example_site, log_in
 
 pytestmark = pytest.mark.slow
+pytest_plugins = ["tests.conftest_browser"]  # the browser fixture
 
-ROOT = Path(__file__).resolve().parent.parent
-SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 PDF = Path(__file__).parent / "fixtures" / "pdf" / "Seige_of_Vicksburg_Sample_OCR.pdf"
 # OCR text of page 3 (printed page 52) of the scan, as its text layer spells it.
 PAGE_3_PHRASE = "Cannister shot is a tin cylinder with iron heads, filled with balls packed with saw-dust"
-PASSWORD = "demo-password"  # the demo command's accounts
-CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking"]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _database_url(name: str) -> str:
-    db = settings.DATABASES["default"]
-    user = quote(db["USER"] or "", safe="")
-    password = f":{quote(db['PASSWORD'], safe='')}" if db["PASSWORD"] else ""
-    query = f"host={quote(db['HOST'] or '127.0.0.1', safe='')}"
-    if db["PORT"]:
-        query += f"&port={db['PORT']}"
-    return f"postgresql://{user}{password}@/{name}?{query}"
-
-
-def _admin_connection() -> psycopg.Connection[Any]:
-    db = settings.DATABASES["default"]
-    return psycopg.connect(
-        host=db["HOST"] or None,
-        port=db["PORT"] or None,
-        user=db["USER"] or None,
-        password=db["PASSWORD"] or None,
-        dbname="postgres",
-        autocommit=True,
-    )
 
 
 @dataclass
 class Site:
     url: str
     chat: OpenAICompatibleServer
-    media: Path
-    log: Path
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    """The example project, migrated and set up by its demo command, served by runserver."""
-    name = f"example_browser_{os.getpid()}"
+    """The example project with a chat model on loopback, and its worker ingesting uploads."""
     work = tmp_path_factory.mktemp("example-site")
-    with _admin_connection() as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        connection.execute(f'CREATE DATABASE "{name}"')
-    port = _free_port()
     with OpenAICompatibleServer() as chat:
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "example_project.settings",
-            "DATABASE_URL": _database_url(name),
-            "EXAMPLE_MEDIA_ROOT": str(work / "media"),
-            "OPENAI_API_KEY": "test",
-            "OPENAI_BASE_URL": chat.base_url,
-            "CELERY_BROKER_URL": "",  # no broker: uploads are queued in the database, run by db_worker
-            "PYTHONUNBUFFERED": "1",
-        }
-        manage = [sys.executable, str(ROOT / "manage.py")]
-        subprocess.run([*manage, "migrate", "--noinput", "-v0"], env=env, cwd=ROOT, check=True, timeout=300)
-        demo = subprocess.run(
-            [*manage, "demo", "--no-search", "--port", str(port)],
-            env=env,
-            cwd=ROOT,
-            check=True,
-            timeout=300,
-            capture_output=True,
-            text=True,
-        )
-        assert f"http://127.0.0.1:{port}/kb/" in demo.stdout  # the demo prints the URL to open
-        log = work / "runserver.log"
-        with log.open("w") as output:
-            server = subprocess.Popen(
-                [
-                    *manage,
-                    "runserver",
-                    f"127.0.0.1:{port}",
-                    "--noreload",
-                    "--insecure",
-                ],  # DEBUG is off, as in the demo
-                env=env,
-                cwd=ROOT,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-            )
-            # The example site's worker: saves queue their ingestion in its database (Tasks API).
-            worker = subprocess.Popen(
-                [*manage, "db_worker", "--no-startup-delay", "--interval", "0.2"],
-                env=env,
-                cwd=ROOT,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-            )
-            try:
-                url = f"http://127.0.0.1:{port}"
-                _wait_for(url, server, log)
-                yield Site(url=url, chat=chat, media=work / "media", log=log)
-            finally:
-                for process in (server, worker):
-                    process.terminate()
-                    process.wait(timeout=20)
-    with _admin_connection() as connection:
-        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        environment = {"OPENAI_API_KEY": "test", "OPENAI_BASE_URL": chat.base_url}
+        name = f"example_browser_{os.getpid()}"
+        with example_site(work, name, environment=environment, worker=True) as served:
+            yield Site(url=served.url, chat=chat)
 
 
 def _until_listed(page: Page, row_text: str, state: str, timeout: float = 90) -> str:
@@ -152,66 +57,6 @@ def _until_listed(page: Page, row_text: str, state: str, timeout: float = 90) ->
             return row
         time.sleep(0.5)
         page.reload()
-
-
-def _wait_for(url: str, server: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            pytest.fail(f"runserver exited with {server.returncode}:\n{log.read_text()}")
-        try:
-            with urllib.request.urlopen(f"{url}/accounts/login/", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.3)
-    pytest.fail(f"runserver did not answer on {url}:\n{log.read_text()}")
-
-
-@dataclass
-class Pages:
-    """Screenshots and axe-core results of every page the story visits."""
-
-    axe: Axe = field(default_factory=Axe)
-    violations: list[str] = field(default_factory=list)
-    visited: list[str] = field(default_factory=list)
-
-    def check(self, page: Page, name: str, *, checker: Page | None = None) -> None:
-        """Screenshot ``page`` and run axe-core on it; for a page with JavaScript off, axe runs on
-        the same HTML loaded into ``checker`` (axe is a script)."""
-        page.wait_for_load_state("networkidle")
-        SCREENSHOTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / f"{len(self.visited) + 1:02d}-{name}.png"), full_page=True)
-        if checker is not None:
-            checker.goto(page.url.split("#")[0] if page.url.startswith("http") else "/kb/")
-            checker.set_content(page.content())
-            page = checker
-        results = self.axe.run(page)
-        for violation in results.response["violations"]:
-            if violation["impact"] in ("serious", "critical"):
-                targets = [node["target"] for node in violation["nodes"]]
-                self.violations.append(f"{name}: {violation['id']} ({violation['impact']}) {targets}")
-        self.visited.append(name)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
-
-
-def _log_in(browser: Browser, site: Site, username: str, *, javascript: bool = True) -> Page:
-    context = browser.new_context(base_url=site.url, java_script_enabled=javascript)
-    context.set_default_timeout(20_000)
-    page = context.new_page()
-    page.goto("/accounts/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url("**/kb/")
-    return page
 
 
 def _csrf(page: Page) -> str:
@@ -293,7 +138,7 @@ def test_the_whole_story_in_a_browser(site: Site, browser: Browser, report: Any)
     assert "page 3" in first.inner_text() and first.locator(".rag-bm25").inner_text() != "\N{EN DASH}"
 
     # On the search page, a phrase of page 3 lands on the page-3 hit, whose source opens there.
-    user = _log_in(browser, site, "alice")
+    user = log_in(browser, site.url, "alice")
     pages.check(user, "search-empty")
     _search(user, PAGE_3_PHRASE)
     pages.check(user, "search-results")
@@ -344,7 +189,7 @@ def test_the_whole_story_in_a_browser(site: Site, browser: Browser, report: Any)
     assert "cannister shot is a tin cylinder" in admin.inner_text("#frequent-queries")
 
     # Without JavaScript the same question is answered in one full page.
-    plain = _log_in(browser, site, "alice", javascript=False)
+    plain = log_in(browser, site.url, "alice", javascript=False)
     plain.goto("/kb/ask/")
     plain.fill("#id_q", "What is cannister shot?")
     plain.click("#rag-ask-form button[type=submit]")
@@ -352,7 +197,7 @@ def test_the_whole_story_in_a_browser(site: Site, browser: Browser, report: Any)
     pages.check(plain, "ask-answer-without-javascript", checker=user)
 
     # A user of another tenant finds none of it: pages, JSON endpoints, the source view.
-    other = _log_in(browser, site, "bob")
+    other = log_in(browser, site.url, "bob")
     _search(other, PAGE_3_PHRASE + " Vicksburg")
     pages.check(other, "search-other-tenant")
     assert not any("Vicksburg" in title for title in _titles(other))
@@ -382,7 +227,7 @@ def test_the_whole_story_in_a_browser(site: Site, browser: Browser, report: Any)
     admin.goto("/admin/kb/attachment/")
     admin.click("text=The siege of Vicksburg")
     assert admin.is_disabled("#id_tenant")
-    root = _log_in(browser, site, "admin")
+    root = log_in(browser, site.url, "admin")
     root.goto("/admin/kb/attachment/")
     root.click("text=The siege of Vicksburg")
     root.fill("#id_tenant", "globex")
@@ -407,7 +252,7 @@ def test_search_results_people_trust(site: Site, browser: Browser) -> None:
     """Issue 21 on the example site (default relevance cutoff, local MiniLM): nonsense finds nothing,
     a real question lists one entry per document with the answering sentence in its snippet, and
     a hit opens its source at the highlighted passage."""
-    user = _log_in(browser, site, "alice")
+    user = log_in(browser, site.url, "alice")
     user.set_viewport_size({"width": 1100, "height": 900})
     SCREENSHOTS.mkdir(exist_ok=True)
     # The server's first vector search embeds the space's reference texts (search.relevance): on

@@ -8,6 +8,7 @@ returns a ``ChatStream``: iterate it for text deltas, read ``usage`` once it is 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 from collections.abc import Generator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ..backends import load_backend, one_per_process
 from ..conf import on_rag_change, rag_settings
 from ..exceptions import ChatDeadlineError, ChatError, ChatUnreachableError, ConfigurationError
-from ..retry import RetryPolicy, call_openai, openai_error_message
+from ..retry import RetryPolicy, call_openai, openai_api_key, openai_error_message
 from .deadline import Deadline, within
 
 if TYPE_CHECKING:
@@ -111,13 +112,11 @@ class OpenAIChat:
     ) -> None:
         _import_openai()  # fail at configuration time, not on the first question
         # A missing key is reported on the first question (and by check W005), never at build time.
-        api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        if timeout <= 0:
-            raise ConfigurationError("OpenAIChat needs TIMEOUT > 0")
-        if isinstance(deadline, bool) or not isinstance(deadline, int | float) or deadline <= 0:
-            raise ConfigurationError(f"OpenAIChat needs DEADLINE > 0 (seconds), got {deadline!r}")
-        if max_tokens is not None and max_tokens < 1:
-            raise ConfigurationError("OpenAIChat needs MAX_TOKENS >= 1 (or None for the model's limit)")
+        api_key = openai_api_key(api_key)
+        if problems := self.check_options(
+            {"timeout": timeout, "deadline": deadline, "max_tokens": max_tokens}
+        ):
+            raise ConfigurationError(problems[0])
         self.model = model
         self.api_key = api_key
         self.base_url = base_url
@@ -147,10 +146,30 @@ class OpenAIChat:
 
     @property
     def missing_key_message(self) -> str:
-        return (
-            f"OpenAIChat ({self.model}) has no API key: set RAG['CHAT']['API_KEY'] or the OPENAI_API_KEY "
-            "environment variable (local servers such as Ollama or vLLM accept any placeholder)"
-        )
+        return _missing_key_message(self.model)
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> list[str]:
+        """What ``OpenAIChat(**options)`` would refuse, without building it (for system checks)."""
+        problems = []
+        if importlib.util.find_spec("openai") is None:
+            problems.append('OpenAIChat needs the openai package: pip install "django-rag[openai]"')
+        timeout, deadline = options.get("timeout", 60.0), options.get("deadline", 60.0)
+        max_tokens = options.get("max_tokens")
+        if timeout <= 0:
+            problems.append("OpenAIChat needs TIMEOUT > 0")
+        if isinstance(deadline, bool) or not isinstance(deadline, int | float) or deadline <= 0:
+            problems.append(f"OpenAIChat needs DEADLINE > 0 (seconds), got {deadline!r}")
+        if max_tokens is not None and max_tokens < 1:
+            problems.append("OpenAIChat needs MAX_TOKENS >= 1 (or None for the model's limit)")
+        return problems
+
+    @classmethod
+    def missing_key(cls, options: dict[str, Any]) -> str | None:
+        """System check W005: the message when neither API_KEY nor OPENAI_API_KEY is set."""
+        if openai_api_key(options.get("api_key")):
+            return None
+        return _missing_key_message(options.get("model", "gpt-4o-mini"))
 
     def complete(self, messages: Sequence[Message]) -> tuple[str, Usage]:
         deadline = Deadline(self.deadline, where=self._where)
@@ -274,6 +293,13 @@ def _import_openai() -> Any:
             'OpenAIChat needs the openai package: pip install "django-rag[openai]"'
         ) from exc
     return openai
+
+
+def _missing_key_message(model: str) -> str:
+    return (
+        f"OpenAIChat ({model}) has no API key: set RAG['CHAT']['API_KEY'] or the OPENAI_API_KEY "
+        "environment variable (local servers such as Ollama or vLLM accept any placeholder)"
+    )
 
 
 def load_chat(config: dict[str, Any]) -> ChatBackend:

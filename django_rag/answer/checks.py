@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 from typing import Any
@@ -14,8 +15,9 @@ from urllib.parse import urlsplit
 
 from django.core.checks import CheckMessage, Info, Warning
 
+from ..backends import backend_class, backend_options, option_problems
+from ..conf import rag_settings
 from ..exceptions import RagError
-from .chat import get_chat
 
 __all__ = ["chat_messages", "extractive_info"]
 
@@ -39,15 +41,24 @@ def extractive_info(user: dict[str, Any]) -> list[CheckMessage]:
 
 
 def chat_messages(user: dict[str, Any]) -> list[CheckMessage]:
-    """W005 and W006 about a configured ``RAG["CHAT"]`` (``user`` is the site's own RAG dict)."""
+    """W005 and W006 about a configured ``RAG["CHAT"]`` (``user`` is the site's own RAG dict).
+
+    The backend is not built: its class checks its own options (``check_options``,
+    ``missing_key``), so a check needs no secret and opens no client.
+    """
     if "CHAT" not in user:
         return []
+    config = rag_settings.CHAT
     try:
-        backend = get_chat()
-    except RagError:  # a backend that cannot be built is reported when an answer is asked for
+        cls = backend_class(config, "chat backend")
+        if option_problems(config, "chat backend"):
+            return []  # a backend that cannot be built is reported when an answer is asked for
+    except (RagError, TypeError):
         return []
-    message = getattr(backend, "missing_key_message", None)
-    if message is not None and not getattr(backend, "api_key", True):
+    options = backend_options(config)
+    missing_key = getattr(cls, "missing_key", None)
+    message = missing_key(options) if missing_key is not None else None
+    if message is not None:
         # A warning: `migrate` and `collectstatic` must run on machines that hold no secrets.
         return [
             Warning(
@@ -57,13 +68,13 @@ def chat_messages(user: dict[str, Any]) -> list[CheckMessage]:
                 id="django_rag.W005",
             )
         ]
-    return _reachability(backend)
+    if "base_url" not in inspect.signature(cls).parameters:
+        return []  # not an OpenAI-compatible server
+    return _reachability(options.get("base_url"))
 
 
-def _reachability(backend: Any) -> list[CheckMessage]:
-    if not hasattr(backend, "base_url"):
-        return []
-    url = backend.base_url or os.environ.get("OPENAI_BASE_URL") or ""
+def _reachability(base_url: str | None) -> list[CheckMessage]:
+    url = base_url or os.environ.get("OPENAI_BASE_URL") or ""
     if not url:
         return []  # the public API: its reachability is the network's business, not a setting's
     parts = urlsplit(url)
@@ -72,7 +83,7 @@ def _reachability(backend: Any) -> list[CheckMessage]:
         with socket.create_connection((parts.hostname or "", port), timeout=_CONNECT_TIMEOUT):
             return []
     except OSError as exc:
-        setting = "RAG['CHAT']['BASE_URL']" if backend.base_url else "OPENAI_BASE_URL"
+        setting = "RAG['CHAT']['BASE_URL']" if base_url else "OPENAI_BASE_URL"
         return [
             Warning(
                 f"the chat server at {url} ({setting}) cannot be reached: {exc}",

@@ -23,7 +23,8 @@ class HashingEmbedder(BaseEmbedder):
     batch_size = 256
 
     def _embed(self, texts: list[str], kind: str) -> list[Vector]:
-        return [self._vector(text) for text in texts]
+        prefix = self.prefix(kind)
+        return [self._vector(prefix + text) for text in texts]
 
     def _vector(self, text: str) -> Vector:
         vector = [0.0] * self.dimensions

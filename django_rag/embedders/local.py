@@ -61,8 +61,10 @@ class LocalEmbedder(BaseEmbedder):
     """Sentence embeddings from an ONNX model on the CPU (``pip install "django-rag[local]"``).
 
     Options: ``MODEL_PATH`` (with ``MODEL`` naming its embedding space), ``TOKENIZER_PATH``,
-    ``MAX_LENGTH`` (tokens, longer texts are truncated), ``QUERY_PREFIX`` / ``DOCUMENT_PREFIX``
-    (e5-style models), ``NORMALIZE``, ``THREADS`` (ONNX Runtime intra-op threads), ``BATCH_SIZE``.
+    ``MAX_LENGTH`` (tokens, longer texts are truncated), ``INSTRUCTIONS`` (``"e5"``, ``"bge"``) or
+    ``QUERY_PREFIX`` / ``DOCUMENT_PREFIX`` (see ``BaseEmbedder``), ``NORMALIZE``, ``THREADS`` (ONNX
+    Runtime intra-op threads), ``SPIN`` (idle intra-op threads busy-wait; default False),
+    ``BATCH_SIZE``.
     """
 
     model = DEFAULT_MODEL
@@ -76,31 +78,17 @@ class LocalEmbedder(BaseEmbedder):
         model_path: str | Path | None = None,
         tokenizer_path: str | Path | None = None,
         max_length: int = 256,
-        query_prefix: str = "",
-        document_prefix: str = "",
         normalize: bool = True,
         threads: int | None = None,
-        spin: bool | None = None,
+        spin: bool = False,
         **options: Any,
     ) -> None:
-        if model_path is not None and not model:
-            raise ConfigurationError(
-                f"LocalEmbedder with MODEL_PATH {str(model_path)!r} needs MODEL, the name of its "
-                "embedding space (e.g. 'bge-small-en-v1.5'), and DIMENSIONS if it is not 384"
-            )
+        checked = {"model": model, "model_path": model_path, "max_length": max_length}
+        if problems := self.check_options({**checked, "threads": threads, "spin": spin, **options}):
+            raise ConfigurationError(problems[0])
         super().__init__(model=model, **options)
-        if missing := [name for name in _PACKAGES if importlib.util.find_spec(name) is None]:
-            raise ConfigurationError(f"LocalEmbedder needs {', '.join(missing)}: {INSTALL_HINT}")
-        if not isinstance(max_length, int) or max_length <= 0:
-            raise ConfigurationError(f"LocalEmbedder MAX_LENGTH must be a positive int, got {max_length!r}")
-        if threads is not None and (not isinstance(threads, int) or threads <= 0):
-            raise ConfigurationError(f"LocalEmbedder THREADS must be a positive int, got {threads!r}")
         self.max_length = max_length
-        self.query_prefix = query_prefix
-        self.document_prefix = document_prefix
         self.normalize = bool(normalize)
-        if spin is not None and not isinstance(spin, bool):
-            raise ConfigurationError(f"LocalEmbedder SPIN must be True or False, got {spin!r}")
         self.threads = threads
         self.spin = spin
         self.model_file, self.model_sha256 = _model_file(model_path)
@@ -109,6 +97,38 @@ class LocalEmbedder(BaseEmbedder):
         )
         self._loaded: tuple[_Model, _Tokenizer] | None = None
         self._special_tokens: int | None = None
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> list[str]:
+        model_path = options.get("model_path")
+        problems = []
+        if model_path is not None and not options.get("model"):
+            problems.append(
+                f"LocalEmbedder with MODEL_PATH {str(model_path)!r} needs MODEL, the name of its "
+                "embedding space (e.g. 'bge-small-en-v1.5'), and DIMENSIONS if it is not 384"
+            )
+        problems += super().check_options(options)
+        if missing := [name for name in _PACKAGES if importlib.util.find_spec(name) is None]:
+            problems.append(f"LocalEmbedder needs {', '.join(missing)}: {INSTALL_HINT}")
+        max_length, threads, spin = (
+            options.get("max_length", 256),
+            options.get("threads"),
+            options.get("spin"),
+        )
+        if not isinstance(max_length, int) or max_length <= 0:
+            problems.append(f"LocalEmbedder MAX_LENGTH must be a positive int, got {max_length!r}")
+        if threads is not None and (not isinstance(threads, int) or threads <= 0):
+            problems.append(f"LocalEmbedder THREADS must be a positive int, got {threads!r}")
+        if spin is not None and not isinstance(spin, bool):
+            problems.append(f"LocalEmbedder SPIN must be True or False, got {spin!r}")
+        if not missing:
+            # Path lookups only (no model is loaded), so a check reports a missing model file.
+            try:
+                model_file, _ = _model_file(model_path)
+                _tokenizer_file(model_path, model_file, options.get("tokenizer_path"))
+            except ConfigurationError as exc:
+                problems.append(str(exc))
+        return problems
 
     def count_tokens(self, text: str) -> int:
         """Positions ``text`` takes when embedded as a document (special tokens included).
@@ -160,7 +180,7 @@ class LocalEmbedder(BaseEmbedder):
         import numpy as np
 
         model, tok = self._load()
-        prefix = self.query_prefix if kind == "query" else self.document_prefix
+        prefix = self.prefix(kind)
         encodings = tok.tokenizer.encode_batch([prefix + text for text in texts])
         lengths = [len(encoding.ids) for encoding in encodings]
         # Padding each batch only to its longest text, after sorting by length, saves most of
@@ -272,7 +292,7 @@ def _check_sha256(path: str, expected: str | None, what: str, fix: str) -> None:
 
 
 @functools.cache
-def _load_model(path: str, sha256: str | None, threads: int | None, spin: bool | None) -> _Model:
+def _load_model(path: str, sha256: str | None, threads: int | None, spin: bool) -> _Model:
     import numpy as np
     import onnxruntime as ort
 
@@ -281,8 +301,10 @@ def _load_model(path: str, sha256: str | None, threads: int | None, spin: bool |
     options.log_severity_level = 3
     if threads is not None:
         options.intra_op_num_threads = threads
-    if spin is not None:
-        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+    # Off by default: beside PostgreSQL and workers, spinning threads took the cores the
+    # inference's other threads needed (query p50 30 ms with spinning, 5.7 ms without; idle,
+    # ingest the same and queries +1 ms). docs/design.md, "The local embedder's threads".
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
     try:
         session = ort.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as exc:

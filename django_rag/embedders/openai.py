@@ -7,11 +7,12 @@ The ``openai`` package is an optional extra, imported only when this backend is 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ConfigurationError, EmbedderError
-from ..retry import RetryPolicy, call_openai, openai_error_message
+from ..retry import RetryPolicy, call_openai, openai_api_key, openai_error_message
 from .base import BaseEmbedder, Vector
 
 if TYPE_CHECKING:
@@ -60,11 +61,9 @@ class OpenAIEmbedder(BaseEmbedder):
         _import_openai()  # fail at configuration time, not on the first document
         # A missing key is reported when the embedder is first used (and by check W005), not
         # here: building it must not need a runtime secret (``migrate``, ``check``, CI builds).
-        api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        if timeout <= 0 or max_retries < 0 or backoff_base < 0 or backoff_max < 0:
-            raise ConfigurationError(
-                "OpenAIEmbedder needs TIMEOUT > 0 and MAX_RETRIES, BACKOFF_BASE, BACKOFF_MAX >= 0"
-            )
+        api_key = openai_api_key(api_key)
+        if not _timings_valid(timeout, max_retries, backoff_base, backoff_max):
+            raise ConfigurationError(_TIMINGS)
         self.api_key = api_key
         self.base_url = base_url
         self.organization = organization
@@ -96,17 +95,37 @@ class OpenAIEmbedder(BaseEmbedder):
 
     @property
     def missing_key_message(self) -> str:
-        return (
-            f"OpenAIEmbedder ({self.model}) has no API key: set RAG['EMBEDDERS'][<alias>]['API_KEY'] "
-            "or the OPENAI_API_KEY environment variable (local servers such as Ollama or vLLM "
-            "accept any placeholder, e.g. 'unused')"
-        )
+        return _missing_key_message(self.model)
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> list[str]:
+        problems = super().check_options(options)
+        if importlib.util.find_spec("openai") is None:
+            problems.append('OpenAIEmbedder needs the openai package: pip install "django-rag[openai]"')
+        timings = [options.get(k, d) for k, d in _TIMING_DEFAULTS.items()]
+        try:
+            valid = _timings_valid(*timings)
+        except TypeError as exc:  # building would fail the same way (load_backend reports it)
+            problems.append(f"OpenAIEmbedder does not accept these options: {exc}")
+        else:
+            if not valid:
+                problems.append(_TIMINGS)
+        return problems
+
+    @classmethod
+    def missing_key(cls, options: dict[str, Any]) -> str | None:
+        """System check W005: the message when neither API_KEY nor OPENAI_API_KEY is set."""
+        if openai_api_key(options.get("api_key")):
+            return None
+        return _missing_key_message(options.get("model") or cls.model)
 
     def _embed(self, texts: list[str], kind: str) -> list[Vector]:
-        # OpenAI's models embed queries and documents alike, so ``kind`` changes nothing here.
+        # OpenAI's models embed queries and documents alike; a model served elsewhere behind the
+        # same API (e5 or bge on vLLM, TEI, Ollama) gets its prefixes (INSTRUCTIONS) here.
         # OpenAI rejects an empty string with a 400 that fails the whole batch; a single space
         # embeds as "nothing" and keeps every input's position.
-        inputs = [text or " " for text in texts]
+        prefix = self.prefix(kind)
+        inputs = [prefix + text or " " for text in texts]
         params: dict[str, Any] = {"model": self.model, "input": inputs}
         if self.send_dimensions:
             params["dimensions"] = self.dimensions
@@ -158,6 +177,22 @@ class OpenAIEmbedder(BaseEmbedder):
 
     def _where(self) -> str:
         return f"embedder {self.model!r} at {self._base_url()}"
+
+
+_TIMINGS = "OpenAIEmbedder needs TIMEOUT > 0 and MAX_RETRIES, BACKOFF_BASE, BACKOFF_MAX >= 0"
+_TIMING_DEFAULTS = {"timeout": 30.0, "max_retries": 5, "backoff_base": 0.5, "backoff_max": 20.0}
+
+
+def _timings_valid(timeout: Any, max_retries: Any, backoff_base: Any, backoff_max: Any) -> bool:
+    return bool(timeout > 0 and max_retries >= 0 and backoff_base >= 0 and backoff_max >= 0)
+
+
+def _missing_key_message(model: str) -> str:
+    return (
+        f"OpenAIEmbedder ({model}) has no API key: set RAG['EMBEDDERS'][<alias>]['API_KEY'] "
+        "or the OPENAI_API_KEY environment variable (local servers such as Ollama or vLLM "
+        "accept any placeholder, e.g. 'unused')"
+    )
 
 
 def _import_openai() -> Any:

@@ -19,6 +19,12 @@ __all__ = ["SentenceTransformersEmbedder"]
 
 _lock = threading.Lock()
 
+_MISSING = (
+    "SentenceTransformersEmbedder needs the sentence-transformers package (and torch): "
+    "pip install sentence-transformers, or use django_rag.embedders.local.LocalEmbedder "
+    'with pip install "django-rag[local]"'
+)
+
 
 class SentenceTransformersEmbedder(BaseEmbedder):
     """Options: ``MODEL``, ``MODEL_PATH``, ``DEVICE`` ("cpu", "cuda"...), ``QUERY_PREFIX``,
@@ -33,27 +39,26 @@ class SentenceTransformersEmbedder(BaseEmbedder):
         *,
         model_path: str | None = None,
         device: str | None = None,
-        query_prefix: str = "",
-        document_prefix: str = "",
         normalize: bool = True,
         **options: Any,
     ) -> None:
         super().__init__(**options)
         if importlib.util.find_spec("sentence_transformers") is None:
-            raise ConfigurationError(
-                "SentenceTransformersEmbedder needs the sentence-transformers package (and torch): "
-                "pip install sentence-transformers, or use django_rag.embedders.local.LocalEmbedder "
-                'with pip install "django-rag[local]"'
-            )
+            raise ConfigurationError(_MISSING)
         self.model_path = str(model_path) if model_path is not None else None
         self.device = device
-        self.query_prefix = query_prefix
-        self.document_prefix = document_prefix
         self.normalize = bool(normalize)
         self._model: Any = None
 
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> list[str]:
+        problems = super().check_options(options)
+        if importlib.util.find_spec("sentence_transformers") is None:
+            problems.append(_MISSING)
+        return problems
+
     def _embed(self, texts: list[str], kind: str) -> list[Vector]:
-        prefix = self.query_prefix if kind == "query" else self.document_prefix
+        prefix = self.prefix(kind)
         vectors = self._load().encode(
             [prefix + text for text in texts],
             batch_size=self.batch_size,

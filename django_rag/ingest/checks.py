@@ -1,6 +1,6 @@
 """What ``manage.py check`` says about a collection's chunker options.
 
-- E150 ``CHUNKER`` is not a known chunker, or ``SEMANTIC_THRESHOLD`` is not a number in [-1, 1]
+- E160 ``CHUNKER`` is not a known chunker, or ``SEMANTIC_THRESHOLD`` is not a number in [-1, 1]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ __all__ = ["chunker_messages"]
 
 
 def chunker_messages(name: str, options: dict[str, Any]) -> list[CheckMessage]:
-    """E150 for collection ``name``'s ``RAG["COLLECTIONS"]`` entry ``options``."""
+    """E160 for collection ``name``'s ``RAG["COLLECTIONS"]`` entry ``options``."""
     errors: list[CheckMessage] = []
     chunker = options.get("CHUNKER", "default")
     if chunker not in CHUNKERS:
@@ -23,7 +23,7 @@ def chunker_messages(name: str, options: dict[str, Any]) -> list[CheckMessage]:
             Error(
                 f"collection {name!r}: unknown CHUNKER {chunker!r}",
                 hint=f"Use one of {', '.join(repr(c) for c in CHUNKERS)}.",
-                id="django_rag.E150",
+                id="django_rag.E160",
             )
         )
     threshold = options.get("SEMANTIC_THRESHOLD", 0.5)
@@ -32,7 +32,7 @@ def chunker_messages(name: str, options: dict[str, Any]) -> list[CheckMessage]:
             Error(
                 f"collection {name!r}: SEMANTIC_THRESHOLD must be a number from -1 to 1, got {threshold!r}",
                 hint="A cosine similarity of adjacent sentences, e.g. 0.5 (the default).",
-                id="django_rag.E150",
+                id="django_rag.E160",
             )
         )
     return errors

@@ -35,7 +35,7 @@ from ..validation import (
 )
 from .mmr import mmr_hits
 from .relevance import apply_relevance, collection_size
-from .rerank import Reranker, ScoreFunction, get_reranker
+from .rerank import Reranker, ScoreFunction, resolve_reranker
 from .strategies import (
     DEFAULT_N_QUERIES,
     TextModel,
@@ -55,7 +55,7 @@ __all__ = ["MODES", "SYNTAXES", "RerankOption", "SearchOptions", "search"]
 MODES = ("vector", "text", "hybrid")
 SYNTAXES = ("plain", "phrase", "websearch")
 
-RerankOption = str | dict[str, Any] | Reranker | ScoreFunction
+RerankOption = str | dict[str, Any] | Reranker | ScoreFunction | bool
 
 
 class SearchOptions(TypedDict, total=False):
@@ -122,8 +122,9 @@ def search(
 
     ``rerank`` (an alias of ``RAG["RERANKERS"]``, a config dict, a Reranker or a
     ``func(query, texts) -> scores``) re-scores the top ``candidates`` and keeps the best
-    ``k``; ``mmr=True`` then picks ``k`` of them trading relevance for diversity
-    (``mmr_lambda`` 1.0 = pure relevance). Both widen the retrieval to ``candidates``.
+    ``k``; left out, the collection's ``RERANKER`` setting applies, ``False`` turns it off and
+    ``True`` asks for it (or ``"default"``); ``mmr=True`` then picks ``k`` of them trading
+    relevance for diversity (``mmr_lambda`` 1.0 = pure relevance). Both widen the retrieval to ``candidates``.
     ``snippets=False`` skips the highlighted snippets (``ts_headline`` is the costliest part
     of a deep search). ``using`` is the database alias (default: the collection's own, read
     from its replica ``RAG["READ_DATABASE"]`` when set; see ``django_rag.replicas``).
@@ -168,7 +169,7 @@ def search(
         )
     using = check_using(using)
     # Resolved before any work: a rerank option of the wrong kind fails as fast as a bad k.
-    reranker = get_reranker(rerank) if rerank is not None else None
+    reranker = resolve_reranker(rerank, collection.name)
     embedder = collection.get_embedder()
     text = ""
     vector: list[float] | None = None

@@ -2,5 +2,6 @@
 
 from ..embedders.hashing import HashingEmbedder
 from .openai_server import OpenAICompatibleServer, RecordedRequest
+from .rerank_server import RerankServer, overlap_scores
 
-__all__ = ["HashingEmbedder", "OpenAICompatibleServer", "RecordedRequest"]
+__all__ = ["HashingEmbedder", "OpenAICompatibleServer", "RecordedRequest", "RerankServer", "overlap_scores"]

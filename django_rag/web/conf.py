@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..conf import DEFAULTS, rag_settings
+from ..conf import DEFAULTS, web_settings
 from ..exceptions import ConfigurationError
 
 __all__ = ["WEB_DEFAULTS", "Rate", "parse_rate", "web_settings"]
@@ -15,14 +15,6 @@ WEB_DEFAULTS: dict[str, Any] = DEFAULTS["WEB"]
 
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([smhd])\s*$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def web_settings() -> dict[str, Any]:
-    """``RAG["WEB"]`` over ``DEFAULTS["WEB"]`` (PERMISSIONS merged key by key)."""
-    user = rag_settings.WEB or {}
-    merged = {**WEB_DEFAULTS, **user}
-    merged["PERMISSIONS"] = {**WEB_DEFAULTS["PERMISSIONS"], **(user.get("PERMISSIONS") or {})}
-    return merged
 
 
 @dataclass(frozen=True)

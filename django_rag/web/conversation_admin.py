@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
-from .admin import ModelAdmin, _scoped_rows
+from .admin_base import ModelAdmin, scoped_rows
 from .models import Conversation, Turn
 
 __all__ = ["ConversationAdmin"]
@@ -46,7 +46,7 @@ class ConversationAdmin(ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
         rows: QuerySet[Conversation] = super().get_queryset(request)
-        return _scoped_rows(request, rows, "collection")
+        return scoped_rows(request, rows, "collection")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -8,21 +8,19 @@ the same message as one that does not exist.
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from ..answer import Exchange, get_chat, standalone_question
 from ..answer.chat import ChatBackend
 from ..conf import rag_settings
 from ..exceptions import RagError
-from .conf import web_settings
-from .models import Conversation, QueryLog, Turn
+from ..models import Conversation, QueryLog, Turn
+from ..retention import prune_conversations
 from .scope import Scope
 
 __all__ = [
@@ -148,15 +146,3 @@ def conversation_json(conversation: Conversation) -> dict[str, Any]:
             for turn in turns
         ],
     }
-
-
-def prune_conversations(days: int | None = None, *, using: str | None = None) -> int:
-    """Delete conversations idle for more than ``days`` (default CONVERSATION_RETENTION_DAYS)."""
-    days = web_settings()["CONVERSATION_RETENTION_DAYS"] if days is None else days
-    if isinstance(days, bool) or not isinstance(days, int) or days < 0:
-        raise ValueError(f"the retention must be a whole number of days >= 0, got {days!r}")
-    cutoff = timezone.now() - datetime.timedelta(days=days)
-    rows = Conversation.objects.using(using or rag_settings.DATABASE).filter(updated_at__lt=cutoff)
-    count = rows.count()
-    rows.delete()
-    return count

@@ -1,8 +1,10 @@
-"""Writing and reading the query log: record a search or an ask, rate an answer, prune, report."""
+"""Writing and reading the query log: record a search or an ask, rate an answer, report.
+
+``prune`` is ``django_rag.retention.prune_query_log``, re-exported here where it used to live.
+"""
 
 from __future__ import annotations
 
-import datetime
 import logging
 from typing import Any
 
@@ -13,8 +15,9 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from ..conf import rag_settings
+from ..models import QueryLog
+from ..retention import prune_query_log as prune
 from .conf import web_settings
-from .models import QueryLog
 from .scope import Scope
 
 __all__ = [
@@ -99,16 +102,6 @@ def rate_answer(entry: QueryLog, *, helpful: bool, comment: str) -> None:
     entry.feedback_comment = comment
     entry.feedback_at = timezone.now()
     entry.save(update_fields=["feedback", "feedback_comment", "feedback_at"])
-
-
-def prune(days: int | None = None, *, using: str | None = None) -> int:
-    """Delete entries older than ``days`` (default ``RAG["WEB"]["LOG_RETENTION_DAYS"]``); returns how many."""
-    days = web_settings()["LOG_RETENTION_DAYS"] if days is None else days
-    if isinstance(days, bool) or not isinstance(days, int) or days < 0:
-        raise ValueError(f"the retention must be a whole number of days >= 0, got {days!r}")
-    cutoff = timezone.now() - datetime.timedelta(days=days)
-    deleted, _ = QueryLog.objects.using(using or rag_settings.DATABASE).filter(created_at__lt=cutoff).delete()
-    return deleted
 
 
 def _grouped(entries: QuerySet[QueryLog], limit: int) -> list[dict[str, Any]]:

@@ -8,18 +8,13 @@ in hand, and the exit status is non-zero only when a source failed (or the run w
 
 from __future__ import annotations
 
-import json
-import signal
-import sys
-import threading
 import time
 import uuid
 from argparse import ArgumentParser, RawDescriptionHelpFormatter
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import DatabaseError
 
 from django_rag.api import collection
@@ -30,22 +25,21 @@ from django_rag.ingest.sources import (
     DEFAULT_MAX_BYTES,
     IngestOptions,
     IngestReport,
-    SourceOutcome,
-    SourcesProgress,
     count_sources,
     ingest_sources,
     targets,
 )
+from django_rag.management.ingest_progress import Progress, Stopper, job_summary, password_map, summary
 from django_rag.management.options import add_database_argument
 from django_rag.management.output import RagCommand, printable, printable_json
 from django_rag.models import Document, IngestJob
 from django_rag.tasks import check_broker, enqueue_batches
-from django_rag.types import SyncResult
 
 try:
     from tqdm import tqdm
 except ImportError:  # pragma: no cover - tqdm is a dependency; a broken install still ingests
     tqdm = None
+
 
 EPILOG = f"""
 size limits:
@@ -198,7 +192,7 @@ class Command(RagCommand):
             excludes=tuple(options["exclude"]),
             follow_links=options["follow_links"],
             password=options["password"],
-            passwords=_password_map(options["password_map"]),
+            passwords=password_map(options["password_map"]),
             prune=options["prune"],
             dry_run=options["dry_run"],
             fail_fast=options["fail_fast"],
@@ -211,8 +205,8 @@ class Command(RagCommand):
         if not options["wait"]:
             raise CommandError("--no-wait goes with --async")
         verbosity = options["verbosity"]
-        stopper = _Stopper()
-        progress = _Progress(self, verbosity if not options["json"] else min(verbosity, 1))
+        stopper = Stopper()
+        progress = Progress(self, verbosity if not options["json"] else min(verbosity, 1))
         try:
             kb = collection(options["collection"], using=options["database"])
             if verbosity >= 1:
@@ -234,7 +228,7 @@ class Command(RagCommand):
         finally:
             progress.close()
         if options["json"]:
-            self.stdout.write(printable_json(_summary(report, ingest_options, stopper.signalled), indent=2))
+            self.stdout.write(printable_json(summary(report, ingest_options, stopper.signalled), indent=2))
         else:
             self._table(report, ingest_options, verbosity)
         if stopper.signalled:
@@ -308,7 +302,7 @@ class Command(RagCommand):
         job = self._watch(job, verbosity if not options["json"] else 0)
         kb = job.collection
         if options["json"]:
-            self.stdout.write(printable_json(_job_summary(job), indent=2))
+            self.stdout.write(printable_json(job_summary(job), indent=2))
         else:
             self._job_table(job, verbosity)
         if job.failed:
@@ -327,7 +321,7 @@ class Command(RagCommand):
         bar: Any = None
         if tqdm is not None and verbosity >= 1:
             bar = tqdm(total=job.total, unit="source", desc="workers", dynamic_ncols=True, disable=None)
-        stopper = _Stopper(waiting=True)
+        stopper = Stopper(waiting=True)
         try:
             with stopper:
                 while True:
@@ -398,137 +392,3 @@ class Command(RagCommand):
         if report.pruned and verbosity >= 1:
             for source_id in report.pruned[:50]:
                 write(f"{'would prune' if options.dry_run else 'pruned'}: {printable(source_id)}")
-
-
-def _password_map(path: str | None) -> dict[str, str]:
-    if path is None:
-        return {}
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise CommandError(f"--password-map {path}: {exc}") from exc
-    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        raise CommandError(f'--password-map {path} must hold a JSON object of {{"GLOB": "password"}}')
-    return {str(k): v for k, v in data.items()}
-
-
-def _job_summary(job: IngestJob) -> dict[str, Any]:
-    return {
-        "job": str(job.pk),
-        "queue": job.queue,
-        "batches": job.batches,
-        "failed_batches": job.failed_batches,
-        "sources": {"total": job.total, "loaded": job.loaded, "skipped": job.skipped, "failed": job.failed},
-        "chunks": {
-            "added": job.chunks_added,
-            "removed": job.chunks_removed,
-            "unchanged": job.chunks_unchanged,
-        },
-        "embedded": job.embedded,
-        "error": job.error,
-    }
-
-
-def _summary(report: IngestReport, options: IngestOptions, interrupted: bool) -> dict[str, Any]:
-    sync: SyncResult = report.sync
-    return {
-        "dry_run": options.dry_run,
-        "interrupted": interrupted or report.interrupted,
-        "sources": dict(report.counts),
-        "documents": report.documents,
-        "reasons": dict(report.reasons),
-        "changes": dict(report.changes),
-        "chunks": {"added": sync.added, "removed": sync.removed, "unchanged": sync.unchanged},
-        "embedded": sync.embedded,
-        "pruned": report.pruned,
-        "prune_skipped": report.prune_skipped,
-        "problems": [
-            {
-                "source_id": o.source_id,
-                "source": o.source,
-                "status": o.status,
-                "reason": o.reason,
-                "error": o.error,
-            }
-            for o in report.problems
-        ],
-    }
-
-
-class _Stopper:
-    """The first Ctrl-C asks the run to stop after the batch in hand; a second one stops it now."""
-
-    def __init__(self, *, waiting: bool = False) -> None:
-        self.signalled = False
-        self.waiting = waiting  # --async: Ctrl-C stops the watching, never the workers
-        self._previous: Any = None
-
-    def stopped(self) -> bool:
-        return self.signalled
-
-    def __enter__(self) -> _Stopper:
-        # Signal handlers can only be set from the main thread (call_command may run elsewhere).
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.signalled:
-            raise KeyboardInterrupt
-        self.signalled = True
-        if not self.waiting:
-            sys.stderr.write("\nstopping after the current batch (Ctrl-C again to stop now)\n")
-
-
-class _Progress(SourcesProgress):
-    """Two tqdm bars on stderr: sources read (total counted first), then chunk texts embedded."""
-
-    def __init__(self, command: BaseCommand, verbosity: int) -> None:
-        self.command = command
-        self.verbosity = verbosity
-        self.sources: Any = None
-        self.embedding: Any = None
-        self.removing: Any = None
-
-    def start(self, total: int) -> None:
-        if tqdm is None or self.verbosity < 1:
-            return
-        # disable=None: no bars when stderr is not a terminal (cron logs get the table only).
-        bar = {"dynamic_ncols": True, "disable": None}
-        self.sources = tqdm(total=total, unit="source", desc="reading", position=0, **bar)
-        self.embedding = tqdm(total=0, unit="text", desc="embedding", position=1, **bar)
-
-    def source(self, outcome: SourceOutcome) -> None:
-        if self.sources is not None:
-            self.sources.update(1)
-        if outcome.status != "loaded" and self.verbosity >= 2:
-            sid, error = printable(outcome.source_id), printable(outcome.error)
-            line = f"{outcome.status}: {sid}: {outcome.reason}: {error}"
-            (self.sources.write if self.sources is not None else self.command.stderr.write)(line)
-
-    def pruning(self, total: int) -> None:
-        if tqdm is not None and self.verbosity >= 1:
-            self.removing = tqdm(total=total, unit="doc", desc="pruning", dynamic_ncols=True, disable=None)
-
-    def pruned(self, documents: int) -> None:
-        if self.removing is not None:
-            self.removing.update(documents)
-
-    def chunked(self, documents: int, chunks: int, to_embed: int) -> None:
-        if self.embedding is not None:
-            # The total grows batch by batch: chunks are known once their documents are read.
-            self.embedding.total += to_embed
-            self.embedding.refresh()
-
-    def embedded(self, texts: int) -> None:
-        if self.embedding is not None:
-            self.embedding.update(texts)
-
-    def close(self) -> None:
-        for bar in (self.sources, self.embedding, self.removing):
-            if bar is not None:
-                bar.close()

@@ -9,8 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils.translation import gettext as _
 
 from django_rag.management.options import add_database_argument
-from django_rag.web.conf import web_settings
-from django_rag.web.conversations import prune_conversations
+from django_rag.retention import conversation_retention_days, prune_conversations
 
 
 class Command(BaseCommand):
@@ -28,7 +27,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         days = options["days"]
         if days is None:
-            days = web_settings()["CONVERSATION_RETENTION_DAYS"]
+            days = conversation_retention_days()
         try:
             deleted = prune_conversations(days, using=options["database"])
         except ValueError as exc:

@@ -10,8 +10,7 @@ from django.utils.translation import gettext as _
 
 from django_rag.management.options import add_database_argument
 from django_rag.management.output import RagCommand
-from django_rag.web.conf import web_settings
-from django_rag.web.querylog import prune
+from django_rag.retention import log_retention_days, prune_query_log
 
 
 class Command(RagCommand):
@@ -22,9 +21,9 @@ class Command(RagCommand):
         add_database_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        days = options["days"] if options["days"] is not None else web_settings()["LOG_RETENTION_DAYS"]
+        days = options["days"] if options["days"] is not None else log_retention_days()
         try:
-            deleted = prune(days, using=options["database"])
+            deleted = prune_query_log(days, using=options["database"])
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         if options["verbosity"]:
