@@ -15,10 +15,10 @@ Variants, each indexed into a collection of its own and evaluated in the three m
 
 SciFact train (5,183 abstracts, 809 judged claims) and MS MARCO-5k (5,000 passages, 43 judged
 queries) from ``../shared/data``, indexed through django-rag's pipeline
-(``search.evaluation.index_dataset``) with the collection defaults (CHUNK_SIZE 256, CHUNK_OVERLAP
+(``evaluation.index_dataset``) with the collection defaults (CHUNK_SIZE 256, CHUNK_OVERLAP
 32, TEXT_CONFIG english) and the local MiniLM embedder (``embedders.local.LocalEmbedder``),
 whose vectors are cached on disk by SHA-1 of the embedded text (``bench/embcache.py``), so a
-variant embeds only the texts no earlier run embedded. Then ``search.evaluation.evaluate`` (the
+variant embeds only the texts no earlier run embedded. Then ``evaluation.evaluate`` (the
 code of ``manage.py rag_eval``): top 300 chunks folded into documents by best chunk, nDCG@10
 and recall@100, exact vector scan (no ANN index at this size). Each (dataset, variant) result
 is saved as JSON under ``$BENCH_RESULTS`` (default ``/var/tmp/django-rag/chunk-quality``), and
@@ -158,8 +158,8 @@ def run(
         setup_django(db, rag)
         import django_rag
         from django_rag.beir import load_beir
+        from django_rag.evaluation import index_dataset
         from django_rag.models import Chunk
-        from django_rag.search.evaluation import index_dataset
 
         print(f"{db.server}; {machine_line()}", flush=True)
         for key in datasets:

@@ -74,7 +74,7 @@ def index_handbook(kb: Any) -> list[tuple[str, set[str]]]:
 
 def index_scifact(kb: Any, limit: int | None) -> list[tuple[str, set[str]]]:
     from django_rag.beir import load_beir
-    from django_rag.search.evaluation import index_dataset
+    from django_rag.evaluation import index_dataset
 
     dataset = load_beir(SCIFACT_DIR, "train")
     judged = {doc for rels in dataset.qrels.values() for doc in rels}

@@ -5,8 +5,8 @@
 
 SciFact train (5,183 abstracts, 809 judged claims) and MS MARCO-5k (5,000 passages, 43 judged
 queries) from ``../shared/data`` are indexed once each through django-rag's pipeline
-(``search.evaluation.index_dataset``: chunking, embedding, ``upsert_many``) into their own
-collection, then ``search.evaluation.evaluate`` (the code of ``manage.py rag_eval``: top 300
+(``evaluation.index_dataset``: chunking, embedding, ``upsert_many``) into their own
+collection, then ``evaluation.evaluate`` (the code of ``manage.py rag_eval``: top 300
 chunks folded into documents by best chunk, nDCG@10 with linear gains) runs for
 ``mode="text"`` and ``mode="hybrid"`` under ``RAG["BM25"] = {"MODE": m}`` for every ``--modes``
 value. The embedder is ``HashingEmbedder`` (384 dims, signed word hashing), not MiniLM:
@@ -75,8 +75,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         check_modes(modes)
         import django_rag
         from django_rag.beir import load_beir
+        from django_rag.evaluation import evaluate, index_dataset
         from django_rag.models import Document
-        from django_rag.search.evaluation import evaluate, index_dataset
 
         print(
             f"nDCG@10 by BM25 mode (issue 14); {db.server}, database {db.name}; {machine_line()}", flush=True

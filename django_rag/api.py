@@ -13,12 +13,14 @@ from typing import Any, Literal, cast, overload
 
 from django.utils.translation import gettext_lazy as _
 
-from .answer import AnswerStream, ChatBackend, answer_prompt, check_answer_options, prepare
+from .answer import AnswerStream, ChatBackend, answer_prompt, check_answer_options, get_chat, prepare
+from .answer.extractive import PassageQuoter
 from .conf import rag_settings
 from .dberrors import translate_db_errors
 from .ingest.pipeline import DEFAULT_BATCH_SIZE, index_documents
 from .models import Collection, Document
 from .search import RerankOption, search
+from .search.strategies import DEFAULT_N_QUERIES, TextModel
 from .stores import get_store
 from .types import Answer, Hit, RagDocument, SyncResult
 
@@ -104,9 +106,18 @@ class KnowledgeBase(Collection):
         mmr: bool = False,
         mmr_lambda: float = 0.5,
         snippets: bool = True,
+        strategy: str | None = None,
+        n_queries: int = DEFAULT_N_QUERIES,
+        compress: bool = False,
+        parent_chunk_size: int | None = None,
+        chat: ChatBackend | None = None,
         using: str | None = None,
     ) -> list[Hit]:
-        """The ``k`` best chunks for ``query``, best first; see ``django_rag.search.search``."""
+        """The ``k`` best chunks for ``query``, best first; see ``django_rag.search.search``.
+
+        ``strategy="multi_query"`` and ``compress=True`` use ``chat``, by default ``RAG["CHAT"]``
+        when it is a language model (the extractive default is none: multi_query then fails and
+        compress filters by embedding)."""
         return search(
             self,
             query,
@@ -125,6 +136,11 @@ class KnowledgeBase(Collection):
             mmr=mmr,
             mmr_lambda=mmr_lambda,
             snippets=snippets,
+            strategy=strategy,
+            n_queries=n_queries,
+            compress=compress,
+            parent_chunk_size=parent_chunk_size,
+            rewriter=strategy_chat(chat, strategy, compress),
             using=using,
         )
 
@@ -144,6 +160,9 @@ class KnowledgeBase(Collection):
         syntax: str = ...,
         rerank: RerankOption | None = ...,
         mmr: bool = ...,
+        strategy: str | None = ...,
+        n_queries: int = ...,
+        compress: bool = ...,
         chat: ChatBackend | None = ...,
         system_prompt: str | None = ...,
         prompt: str | None = ...,
@@ -166,6 +185,9 @@ class KnowledgeBase(Collection):
         syntax: str = ...,
         rerank: RerankOption | None = ...,
         mmr: bool = ...,
+        strategy: str | None = ...,
+        n_queries: int = ...,
+        compress: bool = ...,
         chat: ChatBackend | None = ...,
         system_prompt: str | None = ...,
         prompt: str | None = ...,
@@ -187,13 +209,19 @@ class KnowledgeBase(Collection):
         syntax: str = "plain",
         rerank: RerankOption | None = None,
         mmr: bool = False,
+        strategy: str | None = None,
+        n_queries: int = DEFAULT_N_QUERIES,
+        compress: bool = False,
         chat: ChatBackend | None = None,
         system_prompt: str | None = None,
         prompt: str | None = None,
         system: str | None = None,
         using: str | None = None,
     ) -> Answer | AnswerStream:
-        """Answer ``question`` from this collection with ``[n]`` citations; see ``django_rag.answer.ask``."""
+        """Answer ``question`` from this collection with ``[n]`` citations; see ``django_rag.answer.ask``.
+
+        ``strategy``, ``n_queries`` and ``compress`` shape the search as in ``search``; ``chat``
+        writes the answer and, when a strategy needs one, the query variants or the cuts."""
         check_answer_options(stream, chat)
         prepared = prepare(
             self,
@@ -212,8 +240,22 @@ class KnowledgeBase(Collection):
             syntax=syntax,
             rerank=rerank,
             mmr=mmr,
+            strategy=strategy,
+            n_queries=n_queries,
+            compress=compress,
+            rewriter=strategy_chat(chat, strategy, compress),
         )
         return AnswerStream(prepared, chat=chat) if stream else answer_prompt(prepared, chat=chat)
+
+
+def strategy_chat(chat: ChatBackend | None, strategy: str | None, compress: bool) -> TextModel | None:
+    """The chat model a search step writes with: ``chat``, else ``RAG["CHAT"]`` if it is a language
+    model. None when no step needs one, or when the site has only the extractive backend (it quotes
+    passages; it cannot reword a query or pick sentences by number)."""
+    if strategy != "multi_query" and compress is not True:
+        return None
+    backend = chat if chat is not None else get_chat()
+    return None if isinstance(backend, PassageQuoter) else backend
 
 
 def collection(

@@ -32,6 +32,12 @@ DEFAULT_COLLECTION_OPTIONS: dict[str, Any] = {
     "CHUNK_OVERLAP": 32,  # tokens
     # Embed and match every chunk with its document's title and heading path (not displayed).
     "CONTEXT_HEADERS": True,
+    # "default" (sentence- and heading-aligned, by size) or "semantic" (ingest.semantic: also ends
+    # a chunk where adjacent sentences' similarity drops under SEMANTIC_THRESHOLD).
+    "CHUNKER": "default",
+    "SEMANTIC_THRESHOLD": 0.5,
+    # strategy="parent_document" returns each small chunk's section up to this many tokens.
+    "PARENT_CHUNK_SIZE": 1024,
     # An alias of RAG["RERANKERS"] that reranks every search of the collection (rerank=False skips it).
     "RERANKER": None,
 }

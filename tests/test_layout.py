@@ -53,6 +53,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("django_rag.ingest", "django_rag.search"),
     ("django_rag.answer",),
     ("django_rag.api",),
+    ("django_rag.evaluation",),  # indexes a dataset (ingest) then searches it (search, answer's chat)
     (
         "django_rag.tasks",
         "django_rag.celery_tasks",  # the Celery tasks that django_rag.tasks re-exports
@@ -165,6 +166,24 @@ def test_imports_only_point_down_the_layers() -> None:
         if not i.in_function and layer_of(i.target) > layer_of(i.source)
     ]
     assert upward == []
+
+
+def test_search_never_imports_ingest() -> None:
+    """Reading never writes: search (and what it imports) has no path into the ingest pipeline.
+
+    The two share a layer, so the layer rule alone would let one import the other; evaluation,
+    which indexes a dataset and then searches it, sits above both.
+    """
+    into_ingest = [
+        f"{i.source}:{i.line} imports {i.target}"
+        for i in package_imports()
+        if _within(i.source, "django_rag.search") and _within(i.target, "django_rag.ingest")
+    ]
+    assert into_ingest == []
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
 
 
 def test_the_package_has_no_import_cycle() -> None:

@@ -18,6 +18,7 @@ One id per check:
 - W001 a space has no ANN index; W002 a space too wide to index; W003 a collection holds another
   space's vectors; W004 routing disagrees with RAG['DATABASE']; W005 an OpenAI backend has no key;
   W006 the chat server cannot be reached; I006 no RAG['CHAT'], answers are quoted (answer/checks.py)
+- E160 CHUNKER or SEMANTIC_THRESHOLD bad (ingest/checks.py); E161 PARENT_CHUNK_SIZE bad (search/checks.py)
 - E100 unknown RAG['MEDIA'] key; E111 a MEDIA content type has no loader
 - E101-E109 a ``register()`` declaration is wrong (see ``_registration_problems``)
 - W110 without a Celery broker, saved rows would be ingested inside the request (the Tasks API

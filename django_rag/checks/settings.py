@@ -13,7 +13,9 @@ from ..answer.checks import chat_messages, extractive_info
 from ..bm25 import bm25_options
 from ..conf import DEFAULT_COLLECTION_OPTIONS, DEFAULTS, rag_settings
 from ..exceptions import ConfigurationError
+from ..ingest.checks import chunker_messages
 from ..models import Chunk
+from ..search.checks import parent_size_messages
 from .common import embedder_missing_key, embedder_problems, unknown_keys
 
 __all__ = ["check_answers", "check_settings"]
@@ -146,6 +148,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                     id="django_rag.E006",
                 )
             )
+        errors += chunker_messages(name, options) + parent_size_messages(name, options)
         embedder_alias = options.get("EMBEDDER", "default")
         if embedder_alias not in rag_settings.EMBEDDERS:
             errors.append(

@@ -18,6 +18,7 @@ from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 
+from ..conf import rag_settings
 from ..dberrors import translate_db_errors
 from ..embedders import Embedder
 from ..exceptions import ConfigurationError, EmbedderError, QueryError
@@ -25,8 +26,9 @@ from ..models import Collection, embedder_for_space
 from ..stores import DocumentInfo, VectorStore, get_store
 from ..types import OCR, ChunkData, RagDocument, SyncResult
 from ..validation import FLOAT4_MAX
-from .chunking import chunk_document
+from .chunking import Chunker
 from .registration import registrations
+from .semantic import make_chunker
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -77,8 +79,12 @@ def index_documents(
     using: str | None = None,
     progress: IndexProgress | None = None,
     stop: Callable[[], bool] | None = None,
+    chunking: dict[str, Any] | None = None,
 ) -> SyncResult:
     """Sync ``docs`` into ``collection``: each document's stored chunks become exactly its new chunks.
+
+    ``chunking`` overrides the collection's chunking options for this run (``rag_eval`` compares
+    chunkers with it), e.g. ``{"chunker": "semantic", "semantic_threshold": 0.4}``.
 
     Re-indexing a ``source_id`` in a tenant never duplicates: unchanged chunks are kept (and not
     embedded again), vanished ones are deleted, new ones are embedded and inserted, in one
@@ -101,7 +107,7 @@ def index_documents(
     embedder = collection.get_embedder()
     store = get_store(using or collection.using)
     report = progress or IndexProgress()
-    options = chunking_options(collection, embedder)
+    chunker = make_chunker({**chunking_options(collection, embedder), **(chunking or {})}, embedder)
     result = SyncResult()
     iterator = iter(docs)
     while not (stop and stop()):
@@ -116,7 +122,7 @@ def index_documents(
                     f"with django_rag.register() in collection {collection.name!r} "
                     "(ids '<app_label.model>:<pk>'); index it under another source id"
                 )
-            chunks = _chunks(doc, options)
+            chunks = _chunks(doc, chunker)
             if chunks:
                 prepared.append((document_info(doc, tags=tags, tenant=tenant, owner=owner), chunks))
                 chunk_count += len(chunks)
@@ -199,9 +205,9 @@ def reserved_prefixes(collection: Collection) -> tuple[str, ...]:
     return tuple(f"{r.label}:" for r in registrations() if r.collection == collection.name)
 
 
-def _chunks(doc: RagDocument, options: dict[str, Any]) -> list[ChunkData]:
+def _chunks(doc: RagDocument, chunker: Chunker) -> list[ChunkData]:
     metadata = _json_safe(doc.metadata)
-    chunks = chunk_document(doc, **options)
+    chunks = chunker.chunk_document(doc)
     for chunk in chunks:
         # Document metadata rides on every chunk so metadata filters need no join.
         chunk.metadata = {**metadata, **chunk.metadata}
@@ -209,8 +215,12 @@ def _chunks(doc: RagDocument, options: dict[str, Any]) -> list[ChunkData]:
 
 
 def chunking_options(collection: Collection, embedder: Embedder) -> dict[str, Any]:
-    """How ``collection``'s documents are chunked: its sizes, counted with the embedder's tokenizer."""
+    """How ``collection``'s documents are chunked: its sizes, counted with the embedder's tokenizer,
+    and the chunker its ``RAG["COLLECTIONS"]`` entry selects (``CHUNKER``, ``SEMANTIC_THRESHOLD``)."""
+    declared = rag_settings.collection_options(collection.name) or {}
     return {
+        "chunker": declared.get("CHUNKER"),
+        "semantic_threshold": declared.get("SEMANTIC_THRESHOLD"),
         "chunk_size": collection.chunk_size,
         "chunk_overlap": collection.chunk_overlap,
         # The model's own tokenizer when it has one, so no chunk is truncated by the embedder.

@@ -16,6 +16,7 @@ from django_rag.api import KnowledgeBase, collection
 from django_rag.conf import rag_settings
 from django_rag.exceptions import QueryError
 from django_rag.search import MODES, SYNTAXES
+from django_rag.search.strategies import MAX_N_QUERIES, STRATEGIES
 from django_rag.types import Hit
 from django_rag.validation import check_using, shown
 
@@ -66,6 +67,20 @@ def add_search_arguments(parser: ArgumentParser, *, default_k: int) -> None:
         type=float,
         help="Drop hits whose relevance (0 to 1, in every mode) is below this (default RAG['MIN_SCORE']).",
     )
+    parser.add_argument(
+        "--strategy",
+        help=f"Retrieval strategy: {', '.join(STRATEGIES)} (multi_query needs a language model: RAG['CHAT'])",
+    )
+    parser.add_argument(
+        "--n-queries",
+        type=int,
+        help=f"multi_query: how many variants the chat model writes (1 to {MAX_N_QUERIES}, default 3).",
+    )
+    parser.add_argument(
+        "--compress",
+        action="store_true",
+        help="Cut each passage to the sentences that answer (picked by the chat model, else by embedding).",
+    )
     parser.add_argument("--json", action="store_true", help="Machine-readable output.")
 
 
@@ -92,6 +107,12 @@ def search_options(options: dict[str, Any]) -> dict[str, Any]:
         kwargs["min_score"] = options["min_score"]
     if options["syntax"] is not None:
         kwargs["syntax"] = options["syntax"]
+    if options.get("strategy") is not None:
+        kwargs["strategy"] = options["strategy"]
+    if options.get("n_queries") is not None:
+        kwargs["n_queries"] = options["n_queries"]
+    if options.get("compress"):
+        kwargs["compress"] = options["compress"]
     return kwargs
 
 

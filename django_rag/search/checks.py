@@ -4,6 +4,7 @@
 - E151 the backend's ``check_options`` reports a bad option
 - W151 the backend's ``check_options`` warns (a hosted reranker with no API key)
 - E152 a collection's ``RERANKER`` names an alias ``RAG["RERANKERS"]`` does not define
+- E161 a collection's ``PARENT_CHUNK_SIZE`` is not a positive number of tokens
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from django.utils.module_loading import import_string
 
 from ..conf import rag_settings
 
-__all__ = ["check_rerankers"]
+__all__ = ["check_rerankers", "parent_size_messages"]
 
 
 @register()
@@ -68,3 +69,19 @@ def check_rerankers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
                 )
             )
     return messages
+
+
+def parent_size_messages(name: str, options: dict[str, Any]) -> list[CheckMessage]:
+    """E161 for collection ``name``'s ``RAG["COLLECTIONS"]`` entry ``options`` (called by
+    ``django_rag.checks.settings`` for each collection): ``PARENT_CHUNK_SIZE`` is not a positive
+    number of tokens."""
+    size = options.get("PARENT_CHUNK_SIZE", 1024)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        return [
+            Error(
+                f"collection {name!r}: PARENT_CHUNK_SIZE must be a positive number of tokens, got {size!r}",
+                hint="The size of the parent strategy='parent_document' returns, e.g. 1024 (the default).",
+                id="django_rag.E161",
+            )
+        ]
+    return []

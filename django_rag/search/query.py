@@ -36,6 +36,19 @@ from ..validation import (
 from .mmr import mmr_hits
 from .relevance import apply_relevance, collection_size
 from .rerank import Reranker, ScoreFunction, resolve_reranker
+from .strategies import (
+    DEFAULT_N_QUERIES,
+    TextModel,
+    check_n_queries,
+    check_strategy,
+    compress_hits,
+    fuse_rankings,
+    query_variants,
+    to_parents,
+)
+from .strategies import (
+    parent_chunk_size as resolve_parent_size,
+)
 
 __all__ = ["MODES", "SYNTAXES", "RerankOption", "SearchOptions", "search"]
 
@@ -61,6 +74,11 @@ class SearchOptions(TypedDict, total=False):
     mmr: bool
     mmr_lambda: float
     snippets: bool
+    strategy: str | None
+    n_queries: int
+    compress: bool
+    parent_chunk_size: int | None
+    rewriter: TextModel | None
 
 
 def search(
@@ -82,6 +100,11 @@ def search(
     mmr: bool = False,
     mmr_lambda: float = 0.5,
     snippets: bool = True,
+    strategy: str | None = None,
+    n_queries: int = DEFAULT_N_QUERIES,
+    compress: bool = False,
+    parent_chunk_size: int | None = None,
+    rewriter: TextModel | None = None,
     using: str | None = None,
 ) -> list[Hit]:
     """The ``k`` best chunks of ``collection`` for ``query``, best first.
@@ -105,6 +128,15 @@ def search(
     ``snippets=False`` skips the highlighted snippets (``ts_headline`` is the costliest part
     of a deep search). ``using`` is the database alias (default: the collection's own, read
     from its replica ``RAG["READ_DATABASE"]`` when set; see ``django_rag.replicas``).
+
+    ``strategy`` (``django_rag.search.strategies``): ``"multi_query"`` has ``rewriter`` (a chat model) write
+    ``n_queries`` (1 to 10) variants of the query and fuses the searches of all of them by RRF
+    (rerank and MMR then apply to the fused ranking, with the original query);
+    ``"parent_document"`` returns each hit's parent, its neighbouring chunks of the same section
+    up to ``parent_chunk_size`` tokens (default: the collection's ``PARENT_CHUNK_SIZE``).
+    ``compress=True`` cuts each passage to the sentences that answer the query (chosen by
+    ``rewriter``, or without one by embedding similarity). A failing chat model falls back to what
+    needs none (the original query; the embedding filter), with a logged warning.
     """
     mode = check_choice(mode, "mode", MODES, "search mode")
     syntax = check_choice(syntax, "syntax", SYNTAXES, "query syntax")
@@ -126,6 +158,15 @@ def search(
     mmr = check_bool(mmr, "mmr")
     mmr_lambda = check_mmr_lambda(mmr_lambda)
     snippets = check_bool(snippets, "snippets")
+    strategy = check_strategy(strategy)
+    n_queries = check_n_queries(n_queries)
+    compress = check_bool(compress, "compress")
+    parent_size = resolve_parent_size(collection, parent_chunk_size) if strategy == "parent_document" else 0
+    if strategy == "multi_query" and rewriter is None:
+        raise QueryError(
+            "strategy='multi_query' needs a chat model to write the query variants: pass chat= to kb.search "
+            "or set RAG['CHAT'] to a language model (the default extractive backend writes no new words)"
+        )
     using = check_using(using)
     # Resolved before any work: a rerank option of the wrong kind fails as fast as a bad k.
     reranker = resolve_reranker(rerank, collection.name)
@@ -149,32 +190,56 @@ def search(
         raise QueryError(f"the search query must be a string or a vector, got {type(query).__name__}")
     if (reranker is not None or mmr) and not text:
         raise QueryError("rerank and mmr need the query text")
-    widened = candidates if reranker is not None or mmr else k
-    request = SearchRequest(
-        mode=mode,
-        k=widened,
-        space=embedder.space,
-        text=text,
-        vector=vector,
-        scope=scope,
-        candidates=candidates,
-        rrf_k=rrf_k,
-        weights=weights,
-        syntax=syntax,
-        ef_search=rag_settings.EF_SEARCH,
-        snippets=snippets,
-    )
+    if (strategy is not None or compress) and not text:
+        raise QueryError("retrieval strategies and compress need the query text, not a vector")
+    # Children to find before folding them into parents: a parent holds several of them.
+    wanted = min(k * max(1, -(-parent_size // collection.chunk_size)), MAX_K) if parent_size else k
+    widened = max(candidates, wanted) if reranker is not None or mmr else wanted
+    # Each query of a multi-query search is searched as deep as hybrid's legs, then fused.
+    depth = max(widened, candidates) if strategy == "multi_query" else widened
+    queries: list[tuple[str, list[float] | None]] = [(text, vector)]
+    if strategy == "multi_query" and rewriter is not None:
+        for variant in query_variants(rewriter, text, n_queries):
+            queries.append((variant, embedder.embed_query(variant) if mode != "text" else None))
+
+    def request(query_text: str, query_vector: list[float] | None) -> SearchRequest:
+        return SearchRequest(
+            mode=mode,
+            k=depth,
+            space=embedder.space,
+            text=query_text,
+            vector=query_vector,
+            scope=scope,
+            candidates=candidates,
+            rrf_k=rrf_k,
+            weights=weights,
+            syntax=syntax,
+            ef_search=rag_settings.EF_SEARCH,
+            snippets=snippets,
+        )
 
     def read(alias: str) -> list[Hit]:
         store = get_store(alias)
-        found = store.search(collection, request)
-        size = collection_size(store, collection, embedder.space) if vector is not None and found else 0
-        hits = apply_relevance(found, vector, embedder, min_score, chunks=size)
+        rankings = []
+        for query_text, query_vector in queries:
+            found = store.search(collection, request(query_text, query_vector))
+            size = (
+                collection_size(store, collection, embedder.space)
+                if query_vector is not None and found
+                else 0
+            )
+            rankings.append(apply_relevance(found, query_vector, embedder, min_score, chunks=size))
+        hits = rankings[0] if len(rankings) == 1 else fuse_rankings(rankings, rrf_k)[:widened]
         if reranker is not None:
-            hits = reranker.rerank(text, hits, top_n=None if mmr else k)
+            hits = reranker.rerank(text, hits, top_n=None if mmr else wanted)
         if mmr:
             query_vector = vector if vector is not None else embedder.embed_query(text)
-            hits = mmr_hits(query_vector, hits, k, mmr_lambda, store=store)
+            hits = mmr_hits(query_vector, hits, wanted, mmr_lambda, store=store)
+        hits = hits[:wanted]
+        if parent_size:
+            hits = to_parents(store, collection, hits, space=embedder.space, size=parent_size)[:k]
+        if compress:
+            hits = compress_hits(hits[:k], text, chat=rewriter, embedder=embedder, query_vector=vector)
         return hits
 
     # An explicit ``using`` is read as asked; otherwise the read replica, if the site has one (a

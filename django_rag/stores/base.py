@@ -275,6 +275,12 @@ class VectorStore(Protocol):
         """Each hit's chunk embedding (search leaves them out of hits), None for a vanished chunk."""
         ...
 
+    def siblings(self, collection: Collection, hits: Sequence[Hit], *, space: str) -> list[list[ChunkData]]:
+        """For each hit, every chunk of its document in ``space`` (index order; no embeddings): the
+        material of a parent-document search. Hits of one document share one list; [] for a
+        vanished chunk."""
+        ...
+
     def check_space(self, collection: Collection, space: str) -> None:
         """Raise ``ConfigurationError`` when the collection holds vectors of other spaces only."""
         ...

@@ -305,6 +305,13 @@ class MemoryStore:
     def embeddings(self, hits: Sequence[Hit]) -> list[list[float] | None]:
         return [getattr(hit.chunk, "embedding", None) for hit in hits]
 
+    def siblings(self, collection: Collection, hits: Sequence[Hit], *, space: str) -> list[list[ChunkData]]:
+        # A memory hit holds the stored chunk itself: its document is the one whose list holds it.
+        with self._lock:
+            families = [stored.chunks.get(space, []) for stored in self._docs(collection).values()]
+            owner = {id(chunk): family for family in families for chunk in family}
+        return [owner.get(id(hit.chunk), []) for hit in hits]
+
     def check_space(self, collection: Collection, space: str) -> None:
         with self._lock:
             spaces = {s for stored in self._docs(collection).values() for s, c in stored.chunks.items() if c}

@@ -127,6 +127,27 @@ class SpaceReads:
             vectors.append(None if vector is None else [float(x) for x in vector])
         return vectors
 
+    def siblings(self, collection: Collection, hits: Sequence[Hit], *, space: str) -> list[list[ChunkData]]:
+        documents = {hit.chunk.document_id for hit in hits if isinstance(hit.chunk, Chunk)}
+        rows = (
+            Chunk.objects.using(self.using)
+            .filter(collection=collection, document_id__in=documents, space=space)
+            .order_by("document_id", "index")
+            .values_list(
+                "document_id", "index", "content", "token_count", "page", "char_start", "char_end", "metadata"
+            )
+        )
+        families: dict[int, list[ChunkData]] = {}
+        with translate_db_errors(self.using):
+            for document_id, index, content, tokens, page, start, end, metadata in rows:
+                families.setdefault(document_id, []).append(
+                    ChunkData(index, content, "", tokens, page, start, end, metadata or {})
+                )
+        # Hits of one document share one list (strategies.to_parents folds them by it).
+        return [
+            families.get(hit.chunk.document_id, []) if isinstance(hit.chunk, Chunk) else [] for hit in hits
+        ]
+
     def check_space(self, collection: Collection, space: str) -> None:
         """An empty result because the collection holds another space's vectors is a configuration error."""
         chunks = Chunk.objects.using(self.using).filter(collection=collection)

@@ -6,6 +6,7 @@ exercise retry and timeout paths, and a server can hang or trickle to exercise d
 
     with OpenAICompatibleServer() as server:
         server.fail_next(2, status=429, retry_after=0.1)
+        server.reply_next("first answer", "second answer")  # scripted chat replies, in order
         embedder = OpenAIEmbedder(base_url=server.base_url, api_key="test", dimensions=64)
         embedder.embed_documents(["a", "b"])
         assert len(server.requests) == 3
@@ -64,6 +65,7 @@ class OpenAICompatibleServer:
         self.api_key = api_key
         self.out_of_order = out_of_order
         self.chat_reply: str | None = None  # set to force the chat answer's text
+        self._replies: deque[str] = deque()
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._failures: deque[tuple[int, float | None]] = deque()
@@ -121,6 +123,11 @@ class OpenAICompatibleServer:
         with self._lock:
             self._failures.extend([(status, retry_after)] * count)
 
+    def reply_next(self, *replies: str) -> None:
+        """Answer the next chat completions with these texts, one each, in order (then as before)."""
+        with self._lock:
+            self._replies.extend(replies)
+
     def delay_next(self, count: int = 1, seconds: float = 1.0) -> None:
         """Hold the next ``count`` authorised requests for ``seconds`` before answering them."""
         with self._lock:
@@ -150,6 +157,7 @@ class OpenAICompatibleServer:
             self._failures.clear()
             self._delays.clear()
             self._stalls.clear()
+            self._replies.clear()
 
     # request handling (called from handler threads)
 
@@ -243,7 +251,11 @@ class OpenAICompatibleServer:
         if not isinstance(body, dict) or "model" not in body or not isinstance(body.get("messages"), list):
             return _error(handler, 400, "'model' and 'messages' are required.")
         prompt = "\n".join(_content_text(message.get("content")) for message in body["messages"])
-        answer = self.chat_reply if self.chat_reply is not None else _fake_answer(prompt)
+        with self._lock:
+            scripted = self._replies.popleft() if self._replies else None
+        if scripted is None:
+            scripted = self.chat_reply
+        answer = scripted if scripted is not None else _fake_answer(prompt)
         prompt_tokens, completion_tokens = _count_tokens(prompt), _count_tokens(answer)
         usage = {
             "prompt_tokens": prompt_tokens,

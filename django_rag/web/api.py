@@ -29,7 +29,7 @@ from ..answer import cited_numbers
 from ..exceptions import RagError
 from .answering import Question, answer_context, finish, question_for
 from .conf import web_settings
-from .forms import AskForm, SearchForm, form_error
+from .forms import AskForm, SearchForm, form_error, strategy_options
 from .querylog import finish_ask
 from .ratelimit import retry_after
 from .results import facets, filter_hits, grouped_results, result_for
@@ -59,7 +59,8 @@ class _JsonView(RagView):
 
 
 class SearchJsonView(_JsonView):
-    """GET ``q``, ``collection``, ``mode``, ``k``, ``tag``, ``type``: the top ``k`` documents and facets.
+    """GET ``q``, ``collection``, ``mode``, ``k``, ``tag``, ``type`` (and the retrieval ``strategy``,
+    ``n_queries``, ``compress``, as ``kb.search`` takes them): the top ``k`` documents and facets.
 
     Each result is a document: its best passage (``snippet``: plain text, ``highlights``: the
     ``[start, end)`` offsets of the query's words in it, in code points), its ``relevance``
@@ -76,7 +77,13 @@ class SearchJsonView(_JsonView):
         k = data["k"] or settings["PAGE_SIZE"]
         kb = pick_collection(request, data["collection"])
         searched = scoped_search(
-            request, self.scope, kb, data["q"], data["mode"], k=max(k, settings["MAX_RESULTS"])
+            request,
+            self.scope,
+            kb,
+            data["q"],
+            data["mode"],
+            k=max(k, settings["MAX_RESULTS"]),
+            strategy=strategy_options(data),
         )
         hits = filter_hits(searched.hits, tag=data["tag"], content_type=data["type"])
         results = grouped_results(hits, searched.query)[:k]
@@ -94,7 +101,8 @@ class SearchJsonView(_JsonView):
 
 
 class AskJsonView(_JsonView):
-    """POST ``q``, ``collection``, ``mode`` (form-encoded or a JSON body), ``stream``."""
+    """POST ``q``, ``collection``, ``mode``, ``strategy``, ``n_queries``, ``compress`` (form-encoded or
+    a JSON body), ``stream``."""
 
     permission = "ask"
 
@@ -110,7 +118,13 @@ class AskJsonView(_JsonView):
         kb = pick_collection(request, cleaned["collection"])
         question = question_for(request, self.scope, cleaned["q"], cleaned["conversation"])
         asking = start_ask(
-            request, self.scope, kb, cleaned["q"], cleaned["mode"], search_for=question.standalone
+            request,
+            self.scope,
+            kb,
+            cleaned["q"],
+            cleaned["mode"],
+            search_for=question.standalone,
+            strategy=strategy_options(cleaned),
         )
         if str(data.get("stream", "")).lower() in ("1", "true", "yes"):
             response = StreamingHttpResponse(
@@ -151,8 +165,14 @@ class AskJsonView(_JsonView):
             value = body.get(key)
             if key == "stream" and isinstance(value, bool):
                 value = "true" if value else ""
-            if key == "conversation" and isinstance(value, int) and not isinstance(value, bool):
+            if (
+                key in ("conversation", "n_queries")
+                and isinstance(value, int)
+                and not isinstance(value, bool)
+            ):
                 value = str(value)
+            if key == "compress" and isinstance(value, bool):
+                value = "true" if value else ""
             if value is None:
                 continue
             # Form fields take strings; serialising anything else would read {"q": 5} as the question "5".

@@ -8,10 +8,11 @@ from django import forms
 from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
 from django.utils.translation import gettext_lazy as _
 
+from ..search.strategies import MAX_N_QUERIES, STRATEGIES
 from ..validation import MAX_K, MAX_RRF_K, unstorable
 from .conf import web_settings
 
-__all__ = ["AskForm", "FeedbackForm", "RetrievalTestForm", "SearchForm", "form_error"]
+__all__ = ["AskForm", "FeedbackForm", "RetrievalTestForm", "SearchForm", "form_error", "strategy_options"]
 
 MODE_CHOICES = [
     ("hybrid", _("Hybrid (meaning and words)")),
@@ -30,6 +31,12 @@ class _QueryForm(forms.Form):
     conversation = forms.IntegerField(
         required=False, min_value=1, max_value=2**63 - 1, widget=forms.HiddenInput()
     )
+    # Retrieval strategies (django_rag.search.strategies); the JSON endpoints read them.
+    strategy = forms.ChoiceField(
+        label=_("Strategy"), choices=[("", "-"), *((s, s) for s in STRATEGIES)], required=False
+    )
+    n_queries = forms.IntegerField(label=_("Query variants"), required=False)
+    compress = forms.BooleanField(label=_("Compress passages"), required=False)
 
     def __init__(self, *args: Any, collections: list[str] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -43,6 +50,17 @@ class _QueryForm(forms.Form):
         self.fields["mode"].error_messages["invalid_choice"] = _(
             "Unknown search mode %(value)s; choose hybrid, vector or text."
         )
+        self.fields["strategy"].error_messages["invalid_choice"] = _(
+            "Unknown strategy %(value)s; choose parent_document or multi_query."
+        )
+        variants = _("The number of query variants must be a whole number between 1 and %(limit)d.") % {
+            "limit": MAX_N_QUERIES
+        }
+        self.fields["n_queries"].error_messages["invalid"] = variants
+        self.fields["n_queries"].validators += [
+            MinValueValidator(1, message=variants),
+            MaxValueValidator(MAX_N_QUERIES, message=variants),
+        ]
         names = collections or []
         # A select of the collections this request may search; any other name is refused by the view.
         self.fields["collection"].widget = forms.Select(choices=[(name, name) for name in names])
@@ -128,3 +146,15 @@ def form_error(form: forms.Form) -> tuple[str, str]:
     for field, errors in form.errors.items():
         return field, str(errors[0])
     return "", ""
+
+
+def strategy_options(cleaned: dict[str, Any]) -> dict[str, Any]:
+    """The ``strategy``, ``n_queries`` and ``compress`` a valid form asks for, as ``kb.search`` takes them."""
+    options: dict[str, Any] = {}
+    if cleaned.get("strategy"):
+        options["strategy"] = cleaned["strategy"]
+    if cleaned.get("n_queries") is not None:
+        options["n_queries"] = cleaned["n_queries"]
+    if cleaned.get("compress"):
+        options["compress"] = True
+    return options

@@ -126,15 +126,24 @@ def _search_errors(exc: Exception) -> WebError:
 
 
 def scoped_search(
-    request: HttpRequest, scope: Scope, kb: KnowledgeBase, query: str, mode: str, *, k: int, log: bool = True
+    request: HttpRequest,
+    scope: Scope,
+    kb: KnowledgeBase,
+    query: str,
+    mode: str,
+    *,
+    k: int,
+    log: bool = True,
+    strategy: dict[str, Any] | None = None,
 ) -> Searched:
-    """``kb.search`` confined to ``scope``; logged unless ``log`` is False (later pages of one search)."""
+    """``kb.search`` confined to ``scope``; logged unless ``log`` is False (later pages of one search).
+    ``strategy``: the strategy options of the request (``forms.strategy_options``)."""
     mode = default_mode(kb, mode)
     started = time.perf_counter()
     hits: list[Hit] = []
     if not scope.empty:
         try:
-            hits = kb.search(query, k=k, mode=mode, **scope.search_options())
+            hits = kb.search(query, k=k, mode=mode, **scope.search_options(), **(strategy or {}))
         except (RagError, DatabaseError) as exc:
             raise _search_errors(exc) from exc
     latency = (time.perf_counter() - started) * 1000
@@ -177,6 +186,7 @@ def start_ask(
     mode: str,
     *,
     search_for: str | None = None,
+    strategy: dict[str, Any] | None = None,
 ) -> Asking:
     """Search for ``search_for`` (default ``question``: a follow-up's standalone form) within
     ``scope`` and log ``question``; the chat model is called on iteration."""
@@ -193,6 +203,7 @@ def start_ask(
                 k=web_settings()["ASK_K"],
                 mode=mode,
                 **scope.search_options(),
+                **(strategy or {}),
             )
         except (RagError, DatabaseError) as exc:
             raise _search_errors(exc) from exc

@@ -10,6 +10,7 @@ from django.db import DatabaseError
 from django.utils.translation import gettext as _
 
 from django_rag.answer import AnswerStream, Prompt, answer_prompt, prepare
+from django_rag.api import strategy_chat
 from django_rag.exceptions import RagError
 from django_rag.management.options import (
     add_search_arguments,
@@ -37,10 +38,14 @@ class Command(RagCommand):
         if options["stream"] and options["json"]:
             raise CommandError(_("--stream and --json cannot be combined"))
         try:
+            searching = search_options(options)
+            # RAG["CHAT"], when it is a language model, writes the query variants or the cuts too.
+            rewriter = strategy_chat(None, searching.get("strategy"), searching.get("compress") is True)
             prompt = prepare(
                 get_collection(options["collection"], options["database"]),
                 options["question"],
-                **search_options(options),
+                rewriter=rewriter,
+                **searching,
             )
             answer = self._stream(prompt) if options["stream"] else answer_prompt(prompt)
         except RagError as exc:
