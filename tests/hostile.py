@@ -731,7 +731,10 @@ for target, examples in plan.items():
         only_loader_errors()
     except BaseException as exc:
         error = "".join(traceback.format_exception(exc))[-4000:]
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # VmHWM, not ru_maxrss: Linux carries the parent's peak over fork+exec into ru_maxrss, so a
+    # test process grown large by earlier tests made a small child look 850 MB.
+    with open("/proc/self/status") as status:
+        peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
     print(json.dumps({"target": target, "examples": len(calls), "seconds": time.perf_counter() - began,
                       "slowest": max(calls, default=0.0), "peak_rss_mb": peak, "error": error}), flush=True)
 """
@@ -804,7 +807,10 @@ for name, target, args in cases:
     except BaseException as exc:
         result, detail = type(exc).__name__, repr(exc)[:300]
     seconds = time.process_time() - began
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # VmHWM, not ru_maxrss: Linux carries the parent's peak over fork+exec into ru_maxrss, so a
+    # test process grown large by earlier tests made a small child look 850 MB.
+    with open("/proc/self/status") as status:
+        peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
     out.write(json.dumps([name, result, detail, seconds, peak]) + "\n")
     out.flush()
 """
