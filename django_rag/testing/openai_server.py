@@ -21,13 +21,13 @@ import base64
 import json
 import re
 import struct
-import threading
 import time
 from collections import deque
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, NamedTuple
+from http.server import BaseHTTPRequestHandler
+from typing import Any
 
 from ..embedders.hashing import HashingEmbedder
+from .loopback import LoopbackHTTPServer, LoopbackServer, RecordedRequest
 
 __all__ = ["OpenAICompatibleServer", "RecordedRequest"]
 
@@ -42,21 +42,15 @@ _ERROR_TYPES = {
 _MODELS = ["text-embedding-3-small", "text-embedding-3-large", "text-embedding-ada-002", "gpt-4o-mini"]
 
 
-class RecordedRequest(NamedTuple):
-    """One request as the server received it; headers have lower-case names."""
-
-    path: str
-    body: Any
-    headers: dict[str, str]
-
-
-class OpenAICompatibleServer:
+class OpenAICompatibleServer(LoopbackServer):
     """A threaded HTTP server on ``127.0.0.1`` with an ephemeral port.
 
     ``dimensions`` is used when a request does not send its own; ``api_key`` (if given) is the
     only bearer token accepted, otherwise any non-empty one is; ``out_of_order`` returns the
     embeddings in reverse order (each still tagged with its ``index``), as the API allows.
     """
+
+    thread_name = "openai-double"
 
     def __init__(
         self, *, dimensions: int = 1536, api_key: str | None = None, out_of_order: bool = False
@@ -66,72 +60,26 @@ class OpenAICompatibleServer:
         self.out_of_order = out_of_order
         self.chat_reply: str | None = None  # set to force the chat answer's text
         self._replies: deque[str] = deque()
-        self._lock = threading.Lock()
-        self._requests: list[RecordedRequest] = []
-        self._failures: deque[tuple[int, float | None]] = deque()
-        self._delays: deque[float] = deque()
         self._stalls: deque[tuple[str, float]] = deque()
-        self._stopping = threading.Event()
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        super().__init__()
 
     # lifecycle
-
-    def start(self) -> OpenAICompatibleServer:
-        if self._httpd is not None:
-            return self
-        self._stopping.clear()
-        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
-        self._httpd.owner = self
-        # A short poll interval keeps stop() (and so each test's teardown) fast.
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.02},
-            name="openai-double",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is None:
-            return
-        self._stopping.set()  # wakes handlers sleeping in delay_next()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._httpd = self._thread = None
-
-    def __enter__(self) -> OpenAICompatibleServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     @property
     def base_url(self) -> str:
         """The URL to give the client as ``base_url``, e.g. ``http://127.0.0.1:54321/v1``."""
-        if self._httpd is None:
-            raise RuntimeError("OpenAICompatibleServer is not started")
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        return f"{self.origin}/v1"
 
     # test controls
 
     def fail_next(self, count: int = 1, status: int = 429, retry_after: float | None = None) -> None:
         """Answer the next ``count`` authorised requests with ``status`` (and ``Retry-After``)."""
-        with self._lock:
-            self._failures.extend([(status, retry_after)] * count)
+        super().fail_next(count, status, retry_after)
 
     def reply_next(self, *replies: str) -> None:
         """Answer the next chat completions with these texts, one each, in order (then as before)."""
         with self._lock:
             self._replies.extend(replies)
-
-    def delay_next(self, count: int = 1, seconds: float = 1.0) -> None:
-        """Hold the next ``count`` authorised requests for ``seconds`` before answering them."""
-        with self._lock:
-            self._delays.extend([seconds] * count)
 
     def hang_next(self, count: int = 1) -> None:
         """Accept the next ``count`` authorised requests and send nothing back until ``stop()``."""
@@ -144,33 +92,17 @@ class OpenAICompatibleServer:
         with self._lock:
             self._stalls.extend([("trickle", interval)] * count)
 
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """A snapshot of every request received so far, in arrival order."""
-        with self._lock:
-            return list(self._requests)
-
     def reset(self) -> None:
-        """Forget recorded requests and pending failures and delays."""
+        """Forget recorded requests and pending failures, delays, stalls and replies."""
+        super().reset()
         with self._lock:
-            self._requests.clear()
-            self._failures.clear()
-            self._delays.clear()
             self._stalls.clear()
             self._replies.clear()
 
     # request handling (called from handler threads)
 
     def _handle(self, handler: _Handler, method: str) -> None:
-        length = int(handler.headers.get("Content-Length") or 0)
-        raw = handler.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = raw.decode("utf-8", "replace")
-        headers = {name.lower(): value for name, value in handler.headers.items()}
-        with self._lock:
-            self._requests.append(RecordedRequest(handler.path, body, headers))
+        body, headers = self._record(handler, text_if_not_json=True)
 
         token = headers.get("authorization", "").removeprefix("Bearer ").strip()
         if not headers.get("authorization", "").startswith("Bearer ") or not token:
@@ -178,12 +110,11 @@ class OpenAICompatibleServer:
         if self.api_key is not None and token != self.api_key:
             return _error(handler, 401, "Incorrect API key provided.", code="invalid_api_key")
 
-        with self._lock:
-            delay = self._delays.popleft() if self._delays else 0.0
-            failure = self._failures.popleft() if self._failures else None
-            stall = self._stalls.popleft() if self._stalls else None
-        if delay and self._stopping.wait(delay):
+        answer, failure = self._next_injection()
+        if not answer:
             return None
+        with self._lock:
+            stall = self._stalls.popleft() if self._stalls else None
         if stall is not None:
             return self._stall(handler, *stall)
         if failure is not None:
@@ -291,13 +222,8 @@ class OpenAICompatibleServer:
         return None
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
+class _HTTPServer(LoopbackHTTPServer):
     owner: OpenAICompatibleServer
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that timed out closes its socket before a delayed answer; that is expected here.
-        pass
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -368,3 +294,7 @@ def _pieces(text: str) -> list[str]:
 
 def _count_tokens(text: str) -> int:
     return len(_WORD.findall(text))
+
+
+OpenAICompatibleServer.handler_class = _Handler
+OpenAICompatibleServer.server_class = _HTTPServer

@@ -17,13 +17,12 @@ from __future__ import annotations
 import json
 import math
 import re
-import threading
 import uuid
 from collections import deque
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from .openai_server import RecordedRequest
+from .loopback import LoopbackHTTPServer, LoopbackServer
 
 __all__ = ["CORRUPTIONS", "PROVIDERS", "RerankServer", "overlap_scores"]
 
@@ -74,7 +73,7 @@ def overlap_scores(query: str, texts: list[str]) -> list[float]:
     return [len(words & {w.lower() for w in _WORD.findall(text)}) / len(words) for text in texts]
 
 
-class RerankServer:
+class RerankServer(LoopbackServer):
     """A threaded HTTP server on ``127.0.0.1`` (ephemeral port) speaking ``provider``'s rerank API.
 
     ``api_key``: the only bearer token accepted (hosted providers also refuse requests without
@@ -88,61 +87,14 @@ class RerankServer:
         self.provider = provider
         self.api_key = api_key
         self.max_batch = max_batch
-        self._lock = threading.Lock()
-        self._requests: list[RecordedRequest] = []
-        self._failures: deque[tuple[int, float | None]] = deque()
-        self._delays: deque[float] = deque()
         self._corruptions: deque[str] = deque()
-        self._stopping = threading.Event()
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> RerankServer:
-        if self._httpd is None:
-            self._stopping.clear()
-            self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
-            self._httpd.owner = self
-            self._thread = threading.Thread(
-                target=self._httpd.serve_forever,
-                kwargs={"poll_interval": 0.02},
-                name=f"rerank-double-{self.provider}",
-                daemon=True,
-            )
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is None:
-            return
-        self._stopping.set()  # wakes handlers held by delay_next()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._httpd = self._thread = None
-
-    def __enter__(self) -> RerankServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+        self.thread_name = f"rerank-double-{provider}"
+        super().__init__()
 
     @property
     def url(self) -> str:
         """The endpoint to give the reranker as ``URL``, e.g. ``http://127.0.0.1:54321/v2/rerank``."""
-        if self._httpd is None:
-            raise RuntimeError("RerankServer is not started")
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}{PROVIDERS[self.provider][0]}"
-
-    def fail_next(self, count: int = 1, status: int = 503, retry_after: float | None = None) -> None:
-        """Answer the next ``count`` authorised requests with ``status`` (and ``Retry-After``)."""
-        with self._lock:
-            self._failures.extend([(status, retry_after)] * count)
-
-    def delay_next(self, count: int = 1, seconds: float = 1.0) -> None:
-        """Hold the next ``count`` authorised requests for ``seconds`` before answering them."""
-        with self._lock:
-            self._delays.extend([seconds] * count)
+        return f"{self.origin}{PROVIDERS[self.provider][0]}"
 
     def corrupt_next(self, kind: str, count: int = 1) -> None:
         """Spoil the next ``count`` answers in one of the ``CORRUPTIONS`` ways."""
@@ -151,31 +103,15 @@ class RerankServer:
         with self._lock:
             self._corruptions.extend([kind] * count)
 
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """A snapshot of every request received so far, in arrival order."""
-        with self._lock:
-            return list(self._requests)
-
     def reset(self) -> None:
+        super().reset()
         with self._lock:
-            self._requests.clear()
-            self._failures.clear()
-            self._delays.clear()
             self._corruptions.clear()
 
     # request handling (handler threads)
 
     def _handle(self, handler: _Handler) -> None:
-        length = int(handler.headers.get("Content-Length") or 0)
-        raw = handler.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = None
-        headers = {name.lower(): value for name, value in handler.headers.items()}
-        with self._lock:
-            self._requests.append(RecordedRequest(handler.path, body, headers))
+        body, headers = self._record(handler, text_if_not_json=False)
         path, accepted, required = PROVIDERS[self.provider]
         if handler.path.split("?", 1)[0] != path:
             return self._error(handler, 404, f"no route {handler.path}")
@@ -183,12 +119,11 @@ class RerankServer:
         needs_token = self.provider != "tei" or self.api_key is not None
         if needs_token and (not token or (self.api_key is not None and token != self.api_key)):
             return self._error(handler, 401, "invalid api token")
-        with self._lock:
-            delay = self._delays.popleft() if self._delays else 0.0
-            failure = self._failures.popleft() if self._failures else None
-            corruption = self._corruptions.popleft() if self._corruptions else None
-        if delay and self._stopping.wait(delay):
+        answer, failure = self._next_injection()
+        if not answer:
             return None
+        with self._lock:
+            corruption = self._corruptions.popleft() if self._corruptions else None
         if failure is not None:
             status, retry_after = failure
             extra = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
@@ -312,8 +247,7 @@ def _corrupt(results: list[dict[str, Any]], kind: str, key: str, count: int) -> 
         results[0]["index"] = float(results[0]["index"])
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
+class _HTTPServer(LoopbackHTTPServer):
     owner: RerankServer
 
 
@@ -329,3 +263,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+RerankServer.handler_class = _Handler
+RerankServer.server_class = _HTTPServer
