@@ -124,22 +124,30 @@ def subset(dataset: Any, docs: int, queries: int = 0) -> Any:
 
 def evaluate_modes(collection: Any, dataset: Any, modes: Sequence[str]) -> dict[str, dict[str, float]]:
     """``rag_eval``'s measure without its latency passes: the top 300 chunks of every judged
-    query folded into documents by best chunk, nDCG@10 and recall@100 per mode."""
+    query (``min_score=0``: no cutoff) folded into documents by best chunk, nDCG@10 and
+    recall@100 per mode; and ``<mode>+cutoff``: the same ranking with only the hits whose
+    relevance reaches the default ``RAG["MIN_SCORE"]``, which is what ``search`` returns by
+    default (the cutoff only removes hits, so it can only lower recall)."""
     from django_rag.beir import ndcg_at, recall_at
     from django_rag.search.query import search
+    from django_rag.search.relevance import default_min_score
 
+    cutoff = default_min_score() or 0.0
     scores = {}
     for mode in modes:
-        ndcg = recall = 0.0
+        sums = {"": [0.0, 0.0], "+cutoff": [0.0, 0.0]}
         for query_id, text in dataset.queries.items():
-            ranking: list[str] = []
-            for hit in search(collection, text, k=300, mode=mode, snippets=False):
-                if hit.source_id not in ranking:
-                    ranking.append(hit.source_id)
-            ndcg += ndcg_at(ranking, dataset.qrels[query_id])
-            recall += recall_at(ranking, dataset.qrels[query_id], 100)
+            hits = search(collection, text, k=300, mode=mode, min_score=0, snippets=False)
+            for suffix, kept in (("", hits), ("+cutoff", [h for h in hits if h.relevance >= cutoff])):
+                ranking: list[str] = []
+                for hit in kept:
+                    if hit.source_id not in ranking:
+                        ranking.append(hit.source_id)
+                sums[suffix][0] += ndcg_at(ranking, dataset.qrels[query_id])
+                sums[suffix][1] += recall_at(ranking, dataset.qrels[query_id], 100)
         count = max(1, len(dataset.queries))
-        scores[mode] = {"ndcg10": ndcg / count, "recall100": recall / count}
+        for suffix, (ndcg, recall) in sums.items():
+            scores[mode + suffix] = {"ndcg10": ndcg / count, "recall100": recall / count}
     return scores
 
 

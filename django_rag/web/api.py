@@ -79,7 +79,7 @@ class SearchJsonView(_JsonView):
             request, self.scope, kb, data["q"], data["mode"], k=max(k, settings["MAX_RESULTS"])
         )
         hits = filter_hits(searched.hits, tag=data["tag"], content_type=data["type"])
-        results = grouped_results(hits, searched.query)[:k]
+        results = grouped_results(hits, searched.query, collection=kb, k=k)
         found = facets(searched.hits)
         return json_response(
             {
