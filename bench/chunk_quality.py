@@ -205,21 +205,25 @@ def run(
 
 
 def table() -> None:
-    head = f"{'dataset':<26} {'embedder':<8} {'variant':<10} {'chunks':>6}  "
+    """One row per saved (dataset, variant), and below it the same with the default cutoff."""
+    head = f"{'dataset':<26} {'embedder':<8} {'variant':<18} {'chunks':>6}  "
     print(head + "  ".join(f"{m + ' nDCG@10':>14} {'R@100':>6}" for m in MODES))
     for path in sorted(RESULTS.glob("*.json")):
         r = json.loads(path.read_text())
         shown = MODES if r.get("embedder", "minilm") == "minilm" else ("text",)
-        cells = "  ".join(
-            f"{r['modes'][m]['ndcg10']:>14.4f} {r['modes'][m]['recall100']:>6.4f}"
-            if m in shown
-            else f"{'-':>14} {'-':>6}"
-            for m in MODES
-        )
-        print(
-            f"{r['dataset']:<26} {r.get('embedder', 'minilm'):<8} {r['variant']:<10} {r['chunks']:>6}  "
-            + cells
-        )
+        for suffix in ("", "+cutoff"):
+            if not all(m + suffix in r["modes"] for m in shown):
+                continue
+            cells = "  ".join(
+                f"{r['modes'][m + suffix]['ndcg10']:>14.4f} {r['modes'][m + suffix]['recall100']:>6.4f}"
+                if m in shown
+                else f"{'-':>14} {'-':>6}"
+                for m in MODES
+            )
+            print(
+                f"{r['dataset']:<26} {r.get('embedder', 'minilm'):<8} {r['variant'] + suffix:<18} "
+                f"{r['chunks']:>6}  " + cells
+            )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -7,7 +7,13 @@ import pytest
 import django_rag as rag
 from django_rag.embedders.hashing import HashingEmbedder
 from django_rag.models import Chunk, Document
-from django_rag.search.grouping import choose_passages, group_hits, markdown_to_text, sentence_snippet
+from django_rag.search.grouping import (
+    choose_passages,
+    group_hits,
+    markdown_to_text,
+    same_word,
+    sentence_snippet,
+)
 from django_rag.search.relevance import background_for
 from django_rag.types import ChunkData, Hit
 from django_rag.web.passages import document_passages, render_markdown
@@ -166,6 +172,16 @@ def test_the_source_view_shows_each_passage_once_without_the_overlap() -> None:
     for n in range(40):
         assert joined.count(f"Sentence {n} of the guide") == 1
     assert [p.index for p in passages] == [c.index for c in chunks]
+
+
+def test_the_query_words_are_marked_in_their_other_forms_in_any_language() -> None:
+    snippet = sentence_snippet(
+        "Como restaurar uma cópia: as cópias restauradas ficam à parte.", "restauradas"
+    )
+    assert [snippet.text[a:b] for a, b in snippet.marks] == ["restaurar", "restauradas"]
+    assert same_word("backups", "backup") and same_word("long", "longer")
+    assert not same_word("kept", "keeps")  # too short a shared beginning to be one word's forms
+    assert not same_word("information", "informal") and not same_word("35", "350")
 
 
 def test_markdown_is_rendered_as_headings_lists_and_escaped_text() -> None:

@@ -29,12 +29,13 @@ __all__ = [
     "group_hits",
     "markdown_to_text",
     "query_terms",
+    "same_word",
     "sentence_snippet",
 ]
 
 SNIPPET_CHARS = 320
 
-# Words too common to mark (English and Portuguese, the demo's languages); matching is by stem.
+# Words too common to mark (English and Portuguese, the demo's languages); see same_word.
 _STOP = frozenset(
     (
         "a",
@@ -300,24 +301,34 @@ def markdown_to_text(text: str, *, headings: bool = False) -> str:
 
 
 def query_terms(query: str) -> list[str]:
-    """The query's words worth marking, as lower-case stems."""
+    """The query's words worth marking, lower-case, each once."""
     terms = []
     for word in _WORD.findall(query.lower()):
         if word in _STOP or (len(word) < 3 and not word.isdigit()):
             continue
-        stem = _stem(word)
-        if stem not in terms:
-            terms.append(stem)
+        if word not in terms:
+            terms.append(word)
     return terms
 
 
-def _stem(word: str) -> str:
-    # A light suffix strip, enough to match "backups" with "backup" and "kept" with nothing else:
-    # marking is a reading aid, ranking used the collection's own text search configuration.
-    for suffix in ("ing", "ies", "es", "ed", "s"):
-        if len(word) - len(suffix) >= 4 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
+# Two words are taken for forms of one word when they share a beginning and differ only in
+# endings of at most _ENDING characters: "backup" and "backups", "restaurar" and "restauradas",
+# "long" and "longer". Language-neutral on purpose: marking is a reading aid in any language a
+# site uses (ranking used the collection's own text search configuration), so it may mark a
+# near relative ("general", "generate") but never needs a stemmer per language. The shared
+# beginning is the whole shorter word, or at least _STEM characters of both.
+_STEM = 5
+_ENDING = 3
+
+
+def same_word(a: str, b: str) -> bool:
+    """Whether lower-case words ``a`` and ``b`` look like forms of one word (see ``_ENDING``)."""
+    if a.isdigit() or b.isdigit():
+        return a == b  # 35 days is not 350 days
+    shared = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    if len(a) - shared > _ENDING or len(b) - shared > _ENDING:
+        return False
+    return shared >= _STEM or shared == min(len(a), len(b))
 
 
 def _sentences(text: str) -> list[tuple[int, int]]:
@@ -337,7 +348,7 @@ def _marks(text: str, terms: Sequence[str]) -> list[tuple[int, int]]:
     return [
         (m.start(), m.end())
         for m in _WORD.finditer(text)
-        if any(m.group().lower().startswith(term) for term in terms) and m.group().lower() not in _STOP
+        if m.group().lower() not in _STOP and any(same_word(m.group().lower(), term) for term in terms)
     ]
 
 
@@ -350,7 +361,7 @@ def displayed_text(content: str) -> str:
 
 def _matched(text: str, terms: Sequence[str]) -> set[str]:
     found = {text[a:b].lower() for a, b in _marks(text, terms)}
-    return {term for term in terms if any(word.startswith(term) for word in found)}
+    return {term for term in terms if any(same_word(word, term) for word in found)}
 
 
 def sentence_snippet(content: str, query: str, *, max_chars: int = SNIPPET_CHARS) -> Snippet:
