@@ -84,18 +84,19 @@ def chunker_of(variant: str, rev: str) -> Iterator[None]:
         yield
         return
     legacy = legacy_chunking(rev)
-    original = pipeline.chunk_document
+    # The pipeline's own name for the chunker (imported there, not part of its public API).
+    original = getattr(pipeline, "chunk_document")  # noqa: B009
 
     def chunk_document(doc: Any, **options: Any) -> Any:
         # Main's chunker knows nothing of headers: it takes the sizes and the counters only.
         known = ("chunk_size", "chunk_overlap", "token_counter", "batch_counter", "additive")
         return legacy.chunk_document(doc, **{k: v for k, v in options.items() if k in known})
 
-    pipeline.chunk_document = chunk_document  # type: ignore[assignment]
+    setattr(pipeline, "chunk_document", chunk_document)  # noqa: B010
     try:
         yield
     finally:
-        pipeline.chunk_document = original  # type: ignore[assignment]
+        setattr(pipeline, "chunk_document", original)  # noqa: B010
 
 
 EMBEDDERS = {
@@ -138,7 +139,10 @@ def evaluate_modes(collection: Any, dataset: Any, modes: Sequence[str]) -> dict[
         sums = {"": [0.0, 0.0], "+cutoff": [0.0, 0.0]}
         for query_id, text in dataset.queries.items():
             hits = search(collection, text, k=300, mode=mode, min_score=0, snippets=False)
-            for suffix, kept in (("", hits), ("+cutoff", [h for h in hits if h.relevance >= cutoff])):
+            for suffix, kept in (
+                ("", hits),
+                ("+cutoff", [h for h in hits if (h.relevance or 0.0) >= cutoff]),
+            ):
                 ranking: list[str] = []
                 for hit in kept:
                     if hit.source_id not in ranking:
