@@ -21,7 +21,10 @@ whose vectors are cached on disk by SHA-1 of the embedded text (``bench/embcache
 variant embeds only the texts no earlier run embedded. Then ``search.evaluation.evaluate`` (the
 code of ``manage.py rag_eval``): top 300 chunks folded into documents by best chunk, nDCG@10
 and recall@100, exact vector scan (no ANN index at this size). Each (dataset, variant) result
-is saved as JSON under ``$BENCH_RESULTS`` (default ``/var/tmp/django-rag/chunk-quality``), and
+is measured twice from the same search (``min_score=0``): every hit, and (the ``+cutoff`` row)
+only the hits at or above the default ``RAG["MIN_SCORE"]``, what ``search`` returns by default;
+the cutoff only removes hits, so that row shows what it costs. Each result is saved as JSON
+under ``$BENCH_RESULTS`` (default ``/var/tmp/django-rag/chunk-quality``), and
 the table is printed from every saved result.
 """
 

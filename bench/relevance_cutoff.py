@@ -42,7 +42,10 @@ from bm25_corpus import kept_database
 from common import ROOT, machine_line, setup_django
 
 DATA = ROOT / "bench" / "data"
-SCIFACT_DIR = Path(os.environ.get("BENCH_SCIFACT_DIR", ROOT.parent / "shared/data/scifact-train"))
+SHARED = ROOT.parent / "shared" / "data"
+if not SHARED.is_dir():  # a worktree under /work/wt: the data stay in /work/shared
+    SHARED = Path("/work/shared/data")
+SCIFACT_DIR = Path(os.environ.get("BENCH_SCIFACT_DIR", SHARED / "scifact-train"))
 SAMPLE_DIR = ROOT / "example_project" / "sample_docs"
 MODES = ("vector", "hybrid")
 K = 10
