@@ -21,7 +21,10 @@ whose vectors are cached on disk by SHA-1 of the embedded text (``bench/embcache
 variant embeds only the texts no earlier run embedded. Then ``evaluation.evaluate`` (the
 code of ``manage.py rag_eval``): top 300 chunks folded into documents by best chunk, nDCG@10
 and recall@100, exact vector scan (no ANN index at this size). Each (dataset, variant) result
-is saved as JSON under ``$BENCH_RESULTS`` (default ``/var/tmp/django-rag/chunk-quality``), and
+is measured twice from the same search (``min_score=0``): every hit, and (the ``+cutoff`` row)
+only the hits at or above the default ``RAG["MIN_SCORE"]``, what ``search`` returns by default;
+the cutoff only removes hits, so that row shows what it costs. Each result is saved as JSON
+under ``$BENCH_RESULTS`` (default ``/var/tmp/django-rag/chunk-quality``), and
 the table is printed from every saved result.
 """
 
@@ -84,18 +87,19 @@ def chunker_of(variant: str, rev: str) -> Iterator[None]:
         yield
         return
     legacy = legacy_chunking(rev)
-    original = pipeline.chunk_document
+    # The pipeline's own name for the chunker (imported there, not part of its public API).
+    original = getattr(pipeline, "chunk_document")  # noqa: B009
 
     def chunk_document(doc: Any, **options: Any) -> Any:
         # Main's chunker knows nothing of headers: it takes the sizes and the counters only.
         known = ("chunk_size", "chunk_overlap", "token_counter", "batch_counter", "additive")
         return legacy.chunk_document(doc, **{k: v for k, v in options.items() if k in known})
 
-    pipeline.chunk_document = chunk_document  # type: ignore[assignment]
+    setattr(pipeline, "chunk_document", chunk_document)  # noqa: B010
     try:
         yield
     finally:
-        pipeline.chunk_document = original  # type: ignore[assignment]
+        setattr(pipeline, "chunk_document", original)  # noqa: B010
 
 
 EMBEDDERS = {
@@ -124,22 +128,33 @@ def subset(dataset: Any, docs: int, queries: int = 0) -> Any:
 
 def evaluate_modes(collection: Any, dataset: Any, modes: Sequence[str]) -> dict[str, dict[str, float]]:
     """``rag_eval``'s measure without its latency passes: the top 300 chunks of every judged
-    query folded into documents by best chunk, nDCG@10 and recall@100 per mode."""
+    query (``min_score=0``: no cutoff) folded into documents by best chunk, nDCG@10 and
+    recall@100 per mode; and ``<mode>+cutoff``: the same ranking with only the hits whose
+    relevance reaches the default ``RAG["MIN_SCORE"]``, which is what ``search`` returns by
+    default (the cutoff only removes hits, so it can only lower recall)."""
     from django_rag.beir import ndcg_at, recall_at
     from django_rag.search.query import search
+    from django_rag.search.relevance import default_min_score
 
+    cutoff = default_min_score() or 0.0
     scores = {}
     for mode in modes:
-        ndcg = recall = 0.0
+        sums = {"": [0.0, 0.0], "+cutoff": [0.0, 0.0]}
         for query_id, text in dataset.queries.items():
-            ranking: list[str] = []
-            for hit in search(collection, text, k=300, mode=mode, snippets=False):
-                if hit.source_id not in ranking:
-                    ranking.append(hit.source_id)
-            ndcg += ndcg_at(ranking, dataset.qrels[query_id])
-            recall += recall_at(ranking, dataset.qrels[query_id], 100)
+            hits = search(collection, text, k=300, mode=mode, min_score=0, snippets=False)
+            for suffix, kept in (
+                ("", hits),
+                ("+cutoff", [h for h in hits if (h.relevance or 0.0) >= cutoff]),
+            ):
+                ranking: list[str] = []
+                for hit in kept:
+                    if hit.source_id not in ranking:
+                        ranking.append(hit.source_id)
+                sums[suffix][0] += ndcg_at(ranking, dataset.qrels[query_id])
+                sums[suffix][1] += recall_at(ranking, dataset.qrels[query_id], 100)
         count = max(1, len(dataset.queries))
-        scores[mode] = {"ndcg10": ndcg / count, "recall100": recall / count}
+        for suffix, (ndcg, recall) in sums.items():
+            scores[mode + suffix] = {"ndcg10": ndcg / count, "recall100": recall / count}
     return scores
 
 
@@ -197,21 +212,25 @@ def run(
 
 
 def table() -> None:
-    head = f"{'dataset':<26} {'embedder':<8} {'variant':<10} {'chunks':>6}  "
+    """One row per saved (dataset, variant), and below it the same with the default cutoff."""
+    head = f"{'dataset':<26} {'embedder':<8} {'variant':<18} {'chunks':>6}  "
     print(head + "  ".join(f"{m + ' nDCG@10':>14} {'R@100':>6}" for m in MODES))
     for path in sorted(RESULTS.glob("*.json")):
         r = json.loads(path.read_text())
         shown = MODES if r.get("embedder", "minilm") == "minilm" else ("text",)
-        cells = "  ".join(
-            f"{r['modes'][m]['ndcg10']:>14.4f} {r['modes'][m]['recall100']:>6.4f}"
-            if m in shown
-            else f"{'-':>14} {'-':>6}"
-            for m in MODES
-        )
-        print(
-            f"{r['dataset']:<26} {r.get('embedder', 'minilm'):<8} {r['variant']:<10} {r['chunks']:>6}  "
-            + cells
-        )
+        for suffix in ("", "+cutoff"):
+            if not all(m + suffix in r["modes"] for m in shown):
+                continue
+            cells = "  ".join(
+                f"{r['modes'][m + suffix]['ndcg10']:>14.4f} {r['modes'][m + suffix]['recall100']:>6.4f}"
+                if m in shown
+                else f"{'-':>14} {'-':>6}"
+                for m in MODES
+            )
+            print(
+                f"{r['dataset']:<26} {r.get('embedder', 'minilm'):<8} {r['variant'] + suffix:<18} "
+                f"{r['chunks']:>6}  " + cells
+            )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -5,8 +5,17 @@ from __future__ import annotations
 import pytest
 
 import django_rag as rag
+from django_rag.embedders.hashing import HashingEmbedder
 from django_rag.models import Chunk, Document
-from django_rag.search.grouping import group_hits, markdown_to_text, sentence_snippet
+from django_rag.search.grouping import (
+    choose_passages,
+    group_hits,
+    markdown_to_text,
+    same_word,
+    sentence_snippet,
+)
+from django_rag.search.relevance import background_for
+from django_rag.types import ChunkData, Hit
 from django_rag.web.passages import document_passages, render_markdown
 from tests.web_support import login, set_web
 
@@ -82,6 +91,70 @@ def test_a_document_shows_its_most_relevant_passage_first() -> None:
     assert group.best is hits[2] and group.others == [hits[0], hits[1], *hits[3:]]
 
 
+class CountingEmbedder(HashingEmbedder):
+    """The hashing embedder (texts that share words are similar), counting the texts it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def _embed(self, texts: list[str], kind: str) -> list[list[float]]:
+        self.texts += texts
+        return super()._embed(texts, kind)
+
+
+ANSWER = "Lumen takes a snapshot of each workspace every night and keeps the snapshot for 35 days."
+ASIDE = "Exports are copies you download yourself; the export is yours to keep, not a backup."
+
+
+def _two_passages(header: str, *, vector: bool = True, words: bool = False) -> list[Hit]:
+    """A document's two hits as a search ranks them with its header on: the aside first, by the
+    similarity and relevance of header + text (the header outweighs its short text)."""
+    return [
+        Hit(
+            chunk=ChunkData(index=index, content=content, header=header),
+            document=None,
+            score=score,
+            source_id="backups",
+            relevance=score,
+            similarity=score if vector else None,
+            text_match=0.5 if words else None,
+        )
+        for index, content, score in ((1, ASIDE, 0.7), (0, ANSWER, 0.6))
+    ]
+
+
+def test_a_document_displays_the_passage_whose_own_text_matches_best_not_its_header() -> None:
+    query = "how many days is a snapshot of my workspace kept"
+    embedder = CountingEmbedder()
+    background_for(embedder)  # the space's reference texts, embedded once per process
+    embedder.texts.clear()
+    [ranked] = group_hits(_two_passages("Backups and restores"))
+    assert ranked.best.chunk.content == ASIDE  # what the ranking alone would display
+    [shown] = choose_passages([ranked], query, embedder=embedder, chunks=1000)
+    # The header both passages share is left out: the answer's own text is closer to the query.
+    assert shown.best.chunk.content == ANSWER and [h.chunk.content for h in shown.others] == [ASIDE]
+    assert sorted(embedder.texts) == sorted([ANSWER, ASIDE, query])  # the snippets, without the header
+    # Words alone (text mode, no vectors) decide the same way, on the displayed text.
+    [words] = choose_passages(
+        group_hits(_two_passages("Backups and restores", vector=False, words=True)),
+        query,
+        embedder=embedder,
+        chunks=1000,
+    )
+    assert words.best.chunk.content == ANSWER
+
+
+def test_passages_without_a_header_or_alone_in_their_document_keep_the_rankings_choice() -> None:
+    query = "how many days is a snapshot of my workspace kept"
+    embedder = CountingEmbedder()
+    [plain] = choose_passages(group_hits(_two_passages("")), query, embedder=embedder, chunks=1000)
+    assert plain.best.chunk.content == ASIDE  # scored on its own text already: nothing to redo
+    [alone] = choose_passages(group_hits(_two_passages("Backups")[:1]), query, embedder=embedder, chunks=1000)
+    assert alone.best.chunk.content == ASIDE
+    assert embedder.texts == []  # and nothing was embedded for either
+
+
 def _passages_doc() -> Document:
     kb = rag.collection("notes")  # 64-token chunks overlapping by 8: the overlap must not repeat
     text = "# Guide\n\n" + " ".join(f"Sentence {n} of the guide says something." for n in range(40))
@@ -99,6 +172,16 @@ def test_the_source_view_shows_each_passage_once_without_the_overlap() -> None:
     for n in range(40):
         assert joined.count(f"Sentence {n} of the guide") == 1
     assert [p.index for p in passages] == [c.index for c in chunks]
+
+
+def test_the_query_words_are_marked_in_their_other_forms_in_any_language() -> None:
+    snippet = sentence_snippet(
+        "Como restaurar uma cópia: as cópias restauradas ficam à parte.", "restauradas"
+    )
+    assert [snippet.text[a:b] for a, b in snippet.marks] == ["restaurar", "restauradas"]
+    assert same_word("backups", "backup") and same_word("long", "longer")
+    assert not same_word("kept", "keeps")  # too short a shared beginning to be one word's forms
+    assert not same_word("information", "informal") and not same_word("35", "350")
 
 
 def test_markdown_is_rendered_as_headings_lists_and_escaped_text() -> None:

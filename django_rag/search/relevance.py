@@ -57,6 +57,7 @@ __all__ = [
     "collection_size",
     "default_min_score",
     "text_relevance",
+    "unit_vector",
     "vector_relevance",
 ]
 
@@ -123,7 +124,7 @@ def background_for(embedder: Embedder) -> Background:
 
 
 def _measure(embedder: Embedder) -> Background:
-    vectors = [_unit(v) for v in embedder.embed_documents(list(REFERENCE_TEXTS))]
+    vectors = [unit_vector(v) for v in embedder.embed_documents(list(REFERENCE_TEXTS))]
     n = len(vectors)
     similarities = [
         _dot(vectors[i], vectors[(i + step) % n]) for i in range(n) for step in range(1, _PAIRS_PER_TEXT + 1)
@@ -200,7 +201,7 @@ def apply_relevance(
     centre = spread = 0.0
     if query is not None and any(hit.similarity is not None for hit in hits):
         background = background_for(embedder)
-        centre, spread = background.centre(_unit(query)), background.spread
+        centre, spread = background.centre(unit_vector(query)), background.spread
     kept = []
     for hit in hits:
         relevance = 0.0
@@ -224,6 +225,7 @@ def _dot(a: Sequence[float], b: Sequence[float]) -> float:
     return float(sum(map(operator.mul, a, b)))
 
 
-def _unit(vector: Sequence[float]) -> list[float]:
+def unit_vector(vector: Sequence[float]) -> list[float]:
+    """``vector`` scaled to length 1 (a zero vector as it is)."""
     norm = math.sqrt(_dot(vector, vector))
     return [x / norm for x in vector] if norm else list(vector)

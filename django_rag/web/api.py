@@ -86,7 +86,7 @@ class SearchJsonView(_JsonView):
             strategy=strategy_options(data),
         )
         hits = filter_hits(searched.hits, tag=data["tag"], content_type=data["type"])
-        results = grouped_results(hits, searched.query)[:k]
+        results = grouped_results(hits, searched.query, collection=kb, k=k)
         found = facets(searched.hits)
         return json_response(
             {

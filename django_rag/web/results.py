@@ -15,8 +15,10 @@ from django.utils.text import capfirst
 from django.utils.translation import gettext
 
 from ..answer.prompts import CITATION
-from ..models import Document
-from ..search.grouping import Snippet, group_hits, sentence_snippet
+from ..models import Collection, Document
+from ..search.grouping import DocumentHits, Snippet, choose_passages, group_hits, sentence_snippet
+from ..search.relevance import collection_size
+from ..stores import get_store
 from ..types import Hit, page_label
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "passage_url",
     "render_answer",
     "result_for",
+    "shown_passages",
     "source_url",
 ]
 
@@ -171,11 +174,32 @@ def result_for(hit: Hit, number: int, query: str = "", *, others: Sequence[Hit] 
     )
 
 
-def grouped_results(hits: Sequence[Hit], query: str, start: int = 1) -> list[Result]:
-    """One result per document, numbered from ``start``, its other passages under ``more``."""
+def shown_passages(groups: Sequence[DocumentHits], query: str, collection: Collection) -> list[DocumentHits]:
+    """``groups`` (the ones about to be shown) with each document's displayed passage chosen on
+    its own text (``search.grouping.choose_passages``), not on the header all its chunks share."""
+    if all(len(group.hits) == 1 for group in groups):
+        return list(groups)
+    embedder = collection.get_embedder()
+    size = collection_size(get_store(collection.using), collection, embedder.space)
+    return choose_passages(groups, query, embedder=embedder, chunks=size)
+
+
+def grouped_results(
+    hits: Sequence[Hit],
+    query: str,
+    start: int = 1,
+    *,
+    collection: Collection | None = None,
+    k: int | None = None,
+) -> list[Result]:
+    """One result per document (the first ``k``), numbered from ``start``, its other passages
+    under ``more``; with ``collection``, each shows the passage chosen by ``shown_passages``."""
+    groups = group_hits(hits)[:k]
+    if collection is not None:
+        groups = shown_passages(groups, query, collection)
     return [
         result_for(group.best, number, query, others=group.others)
-        for number, group in enumerate(group_hits(hits), start)
+        for number, group in enumerate(groups, start)
     ]
 
 

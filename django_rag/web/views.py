@@ -36,7 +36,7 @@ from .middleware import UNAVAILABLE, unavailable_response
 from .passages import document_passages
 from .querylog import finish_ask, owned_entry, rate_answer
 from .ratelimit import retry_after
-from .results import facets, filter_hits, result_for
+from .results import facets, filter_hits, result_for, shown_passages
 from .scope import Scope, visible_collections
 from .service import (
     WebError,
@@ -160,7 +160,7 @@ class SearchView(RagView):
             page=page,
             results=[
                 result_for(group.best, offset + n, searched.query, others=group.others)
-                for n, group in enumerate(page or [], 1)
+                for n, group in enumerate(shown_passages(list(page or []), searched.query, kb), 1)
             ],
             total=len(groups),
             facets=facets(searched.hits),
