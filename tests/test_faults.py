@@ -26,9 +26,9 @@ from django.db import DatabaseError, connection, connections
 import django_rag as rag
 from django_rag.embedders.hashing import HashingEmbedder
 from django_rag.exceptions import ConfigurationError, EmbedderError
-from django_rag.ingest.chunking import chunk_document
 from django_rag.ingest.pipeline import IndexProgress, chunking_options, index_documents
 from django_rag.ingest.rows import document_for, ingest_instance
+from django_rag.ingest.semantic import make_chunker
 from django_rag.ingest.switch import reembed
 from django_rag.models import Chunk, Document
 from django_rag.retry import is_transient
@@ -54,7 +54,8 @@ NEW = version("NEW", 9)
 def chunks_of(text: str) -> list[ChunkData]:
     """The chunks a from-scratch sync of ``text`` into "notes" makes."""
     kb = rag.collection("notes")
-    return chunk_document(rag.RagDocument("x", text), **chunking_options(kb, kb.get_embedder()))
+    embedder = kb.get_embedder()
+    return make_chunker(chunking_options(kb, embedder), embedder).chunk_document(rag.RagDocument("x", text))
 
 
 def index(text: str, source_id: str = "handbook", collection: str = "notes") -> SyncResult:
