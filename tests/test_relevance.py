@@ -155,3 +155,14 @@ def test_relevance_is_calibrated_per_embedding_space(kb: rag.Collection, setting
     narrow = background_for(rag.collection("notes").get_embedder())
     assert (wide.space, narrow.space) == ("hashing:1024", "hashing:64")
     assert narrow.spread > wide.spread
+
+
+def test_a_hybrid_hit_combines_meaning_and_words_as_independent_evidence() -> None:
+    """Each alone gives its own value; some of each beats either alone; nothing exceeds 1."""
+    from django_rag.search.relevance import combined
+
+    assert combined(0.4, 0.0) == pytest.approx(0.4)
+    assert combined(0.0, 0.45) == pytest.approx(0.45)
+    assert combined(0.3, 0.3) == pytest.approx(0.51)  # neither alone reaches the 0.5 cutoff
+    assert combined(0.3, 0.3) > max(0.3, 0.3)
+    assert combined(1.0, 0.2) == 1.0 and combined(0.0, 0.0) == 0.0

@@ -19,7 +19,7 @@ from django.utils.safestring import SafeString, mark_safe
 from ..embedders.base import Embedder
 from ..exceptions import EmbedderError
 from ..types import Hit
-from .relevance import background_for, text_relevance, unit_vector, vector_relevance
+from .relevance import background_for, combined, text_relevance, unit_vector, vector_relevance
 
 __all__ = [
     "DocumentHits",
@@ -242,7 +242,7 @@ def choose_passages(
     for n, (hit, text) in enumerate(zip(hits, texts, strict=True)):
         relevance = meaning[n] if meaning is not None and hit.similarity is not None else 0.0
         if words and hit.text_match is not None and terms:
-            relevance = max(relevance, text_relevance(len(_matched(text, terms)) / len(terms)))
+            relevance = combined(relevance, text_relevance(len(_matched(text, terms)) / len(terms)))
         own[id(hit)] = relevance
     chosen = list(groups)
     for i in looked:

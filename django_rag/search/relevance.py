@@ -20,8 +20,9 @@ anything matches. Two pieces of evidence are calibrated here instead:
   (``Hit.text_match``, a BM25 score divided by what a chunk holding each query term once would
   score). It becomes a relevance through a logistic curve centred on ``TEXT_MIDPOINT``.
 
-A hybrid hit takes the larger of the two: either a strong match in meaning or most of the
-query's words is a reason to show it. The default cutoff ``RAG["MIN_SCORE"]`` (0.5: the
+A hybrid hit combines the two as independent evidence (``combined``: a noisy-OR, 1 - (1 - m)(1 - w)):
+either a strong match in meaning or most of the query's words is a reason to show it, and a hit
+with some of each is surer than with either alone. The default cutoff ``RAG["MIN_SCORE"]`` (0.5: the
 midpoint of both curves) drops hits no better than chance; ``min_score`` overrides it per
 search, on the same scale in every mode (0 keeps every hit).
 """
@@ -168,6 +169,16 @@ def collection_size(store: VectorStore, collection: Collection, space: str) -> i
     return found[1]
 
 
+def combined(meaning: float, words: float) -> float:
+    """A hybrid hit's relevance from its meaning and words relevances, as independent evidence.
+
+    The larger of the two (the rule before) treats them as one piece of evidence counted twice;
+    a passage that matches the query's meaning somewhat and holds many of its words is a better
+    match than either alone says. Each alone still gives its own value (the other is 0).
+    """
+    return 1.0 - (1.0 - meaning) * (1.0 - words)
+
+
 def text_relevance(text_match: float) -> float:
     """The relevance of holding ``text_match`` (0 to 1) of the query's weighted words."""
     if text_match <= 0.0:
@@ -208,7 +219,7 @@ def apply_relevance(
         if hit.similarity is not None and spread:
             relevance = vector_relevance(hit.similarity, centre, spread, chunks)
         if hit.text_match is not None:
-            relevance = max(relevance, text_relevance(hit.text_match))
+            relevance = combined(relevance, text_relevance(hit.text_match))
         hit.relevance = relevance
         if relevance >= floor:
             kept.append(hit)
