@@ -5,6 +5,8 @@ The reranker is TEIReranker against the loopback TEI server, over real PostgreSQ
 
 from __future__ import annotations
 
+import io
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -133,3 +135,25 @@ def test_an_unknown_collection_reranker_is_a_configuration_error(
         with pytest.raises(rag.ConfigurationError, match="no reranker named 'missing'"):
             kb.search(QUERY)
         assert kb.search(QUERY, rerank=False)
+
+
+def test_rag_search_reranks_with_the_collections_reranker_unless_told_not_to(
+    kb: rag.Collection, server: RerankServer
+) -> None:
+    from django.core.management import call_command
+
+    def rag_search(**options: Any) -> list[Any]:
+        out = io.StringIO()
+        arguments = {"collection": "docs", "mode": "hybrid", "k": 2, "json": True, **options}
+        call_command("rag_search", QUERY, stdout=out, **arguments)
+        return [json.loads(line) for line in out.getvalue().splitlines() if line.strip()]
+
+    with override_settings(RAG=rag_with(server)):
+        rag_search()
+        assert len(server.requests) == 1
+        rag_search(no_rerank=True)
+        assert len(server.requests) == 1  # --no-rerank sent nothing
+    with override_settings(RAG=rag_with(server, collection_reranker=None)):
+        hits = rag_search(rerank="tei")
+        assert len(server.requests) == 2  # --rerank ALIAS where the collection names none
+    assert [hit["source_id"] for hit in hits] == ["b", "d"]

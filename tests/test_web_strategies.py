@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from django_rag.testing import RerankServer
+
 pytestmark = pytest.mark.django_db
 pytest_plugins = ["tests.conftest_web"]
 
@@ -64,3 +66,24 @@ def test_a_failing_chat_model_falls_back_to_the_original_query(web, docs, alice,
     data = alice.get(SEARCH_JSON, {"q": "invoice email", "mode": "text", "strategy": "multi_query"}).json()
 
     assert [result["title"] for result in data["results"]] == ["Acme billing"]
+
+
+def test_search_json_rerank_false_turns_the_collections_reranker_off(web, docs, alice, settings) -> None:
+    """A collection's RERANKER reranks the JSON search; ``rerank=false`` skips it for one request,
+    and ``rerank=true`` means the collection's own (a request never picks another reranker)."""
+    with RerankServer("tei") as server:
+        tei = {"BACKEND": "django_rag.search.rerankers.TEIReranker", "URL": server.url, "MAX_RETRIES": 0}
+        collections = {**settings.RAG["COLLECTIONS"], "docs": {"RERANKER": "tei"}}
+        settings.RAG = {**settings.RAG, "RERANKERS": {"tei": tei}, "COLLECTIONS": collections}
+
+        reranked = alice.get(SEARCH_JSON, {"q": "snapshots kept", "mode": "text"})
+        assert reranked.status_code == 200 and len(server.requests) == 1
+        plain = alice.get(SEARCH_JSON, {"q": "snapshots kept", "mode": "text", "rerank": "false"})
+        assert plain.status_code == 200 and len(server.requests) == 1  # nothing sent
+        again = alice.get(SEARCH_JSON, {"q": "snapshots kept", "mode": "text", "rerank": "true"})
+        assert again.status_code == 200 and len(server.requests) == 2
+
+    assert plain.json()["count"] == reranked.json()["count"] >= 1
+    bad = alice.get(SEARCH_JSON, {"q": "snapshots", "rerank": "cohere"})
+    assert bad.status_code == 400 and bad.json()["field"] == "rerank"
+    assert "rerank must be true or false" in bad.json()["error"]

@@ -81,6 +81,15 @@ def add_search_arguments(parser: ArgumentParser, *, default_k: int) -> None:
         action="store_true",
         help="Cut each passage to the sentences that answer (picked by the chat model, else by embedding).",
     )
+    reranking = parser.add_mutually_exclusive_group()
+    reranking.add_argument(
+        "--rerank",
+        metavar="ALIAS",
+        help="Rerank with this RAG['RERANKERS'] alias (default: the collection's).",
+    )
+    reranking.add_argument(
+        "--no-rerank", action="store_true", help="Do not rerank, even where the collection names a RERANKER."
+    )
     parser.add_argument("--json", action="store_true", help="Machine-readable output.")
 
 
@@ -113,6 +122,10 @@ def search_options(options: dict[str, Any]) -> dict[str, Any]:
         kwargs["n_queries"] = options["n_queries"]
     if options.get("compress"):
         kwargs["compress"] = options["compress"]
+    if options.get("no_rerank"):
+        kwargs["rerank"] = False
+    elif options.get("rerank") is not None:
+        kwargs["rerank"] = options["rerank"]
     return kwargs
 
 

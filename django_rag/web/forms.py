@@ -37,6 +37,9 @@ class _QueryForm(forms.Form):
     )
     n_queries = forms.IntegerField(label=_("Query variants"), required=False)
     compress = forms.BooleanField(label=_("Compress passages"), required=False)
+    # "false" turns the collection's reranker (RAG["COLLECTIONS"][...]["RERANKER"]) off for this
+    # request; a request can never choose a reranker the site did not give the collection.
+    rerank = forms.ChoiceField(choices=[("", "-"), ("true", "true"), ("false", "false")], required=False)
 
     def __init__(self, *args: Any, collections: list[str] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -56,6 +59,7 @@ class _QueryForm(forms.Form):
         variants = _("The number of query variants must be a whole number between 1 and %(limit)d.") % {
             "limit": MAX_N_QUERIES
         }
+        self.fields["rerank"].error_messages["invalid_choice"] = _("rerank must be true or false.")
         self.fields["n_queries"].error_messages["invalid"] = variants
         self.fields["n_queries"].validators += [
             MinValueValidator(1, message=variants),
@@ -149,7 +153,8 @@ def form_error(form: forms.Form) -> tuple[str, str]:
 
 
 def strategy_options(cleaned: dict[str, Any]) -> dict[str, Any]:
-    """The ``strategy``, ``n_queries`` and ``compress`` a valid form asks for, as ``kb.search`` takes them."""
+    """The ``strategy``, ``n_queries``, ``compress`` and ``rerank`` a valid form asks for, as
+    ``kb.search`` takes them (``rerank=false``: without the collection's reranker)."""
     options: dict[str, Any] = {}
     if cleaned.get("strategy"):
         options["strategy"] = cleaned["strategy"]
@@ -157,4 +162,6 @@ def strategy_options(cleaned: dict[str, Any]) -> dict[str, Any]:
         options["n_queries"] = cleaned["n_queries"]
     if cleaned.get("compress"):
         options["compress"] = True
+    if cleaned.get("rerank") == "false":
+        options["rerank"] = False
     return options
