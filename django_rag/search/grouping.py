@@ -205,7 +205,7 @@ def choose_passages(
     because the shared header weighs more beside a vaguer text. So, among a document's
     passages, the one displayed is the one whose *snippet* (``sentence_snippet``: the sentences
     the entry would show) earns the highest relevance, computed as the search computes it
-    (``search.relevance``: the same calibration, the same ``max`` of meaning and words, from the
+    (``search.relevance``: the same calibration, the same ``combined`` meaning and words, from the
     evidence the mode used) but from that text alone: its cosine similarity to the query,
     embedded without any header (vector and hybrid), and the share of the query's words it holds
     (text and hybrid). Ties keep the ranking's choice; the others follow in their order, under

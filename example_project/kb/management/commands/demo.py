@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import textwrap
 import time
 from argparse import ArgumentParser
 from pathlib import Path
@@ -21,6 +22,7 @@ from django.core.management.base import BaseCommand
 
 import django_rag as rag
 from django_rag.ingest.loaders import load_text
+from django_rag.web.results import grouped_results
 
 from ...scope import TENANT_GROUP_PREFIX, TENANTS
 
@@ -65,6 +67,23 @@ class Command(BaseCommand):
             "--serve", action="store_true", help="Then serve the site (runserver + db_worker) until Ctrl-C."
         )
 
+    def _show(self, kb: rag.Collection, query: str, k: int, mode: str) -> None:
+        """What the search page shows: one entry per document, its title, the relevance of its
+        displayed passage and that passage's whole sentences (chosen as the page chooses them)."""
+        hits = kb.search(query, k=k * 4, mode=mode, tenant=TENANTS[0])
+        results = grouped_results(hits, query, collection=kb, k=k)
+        if not results:
+            self.stdout.write("  No good matches.")
+        for result in results:
+            more = f"  (+{len(result.more)} more from this document)" if result.more else ""
+            relevance = result.passage.relevance or 0.0
+            self.stdout.write(f"  {result.number}. {result.title}  relevance {relevance:.2f}{more}")
+            self.stdout.write(
+                textwrap.fill(
+                    result.passage.snippet.text, 96, initial_indent="     ", subsequent_indent="     "
+                )
+            )
+
     def handle(self, *args: Any, **options: Any) -> None:
         self._users()
         kb = rag.collection("docs")
@@ -100,9 +119,7 @@ class Command(BaseCommand):
         if not options["no_search"]:
             for query in options["queries"] or QUERIES:
                 self.stdout.write(self.style.MIGRATE_HEADING(f"\n? {query}  ({options['mode']} search)"))
-                for hit in kb.search(query, k=options["k"], mode=options["mode"], tenant=TENANTS[0]):
-                    text = " ".join(hit.chunk.content.split())
-                    self.stdout.write(f"  {hit.score:.3f}  {hit.source_id:<20} {text[:90]}...")
+                self._show(kb, query, options["k"], options["mode"])
         url = f"http://127.0.0.1:{options['port']}/kb/"
         start = "Serving the site: open " if options["serve"] else "Start the site with `make demo` and open "
         self.stdout.write(
