@@ -3,6 +3,7 @@ with the search, server-prepared when the connection allows it, hits as the ORM 
 
 from __future__ import annotations
 
+import random
 import tempfile
 from collections.abc import Iterator
 
@@ -300,3 +301,33 @@ def test_hits_are_built_by_the_models_from_db(monkeypatch: pytest.MonkeyPatch) -
     [hit] = kb.search("backups", k=1)
     assert built == [(Chunk, "default"), (Document, "default")]
     assert hit.chunk.metadata == {"team": "ops", "n": [1, 2.5, None]}
+
+
+@pytest.mark.django_db
+def test_a_setting_in_the_statements_one_time_filter_reaches_the_hnsw_walk() -> None:
+    """What the store's statement relies on (pgvector reads its settings when the walk starts, not
+    when the plan is set up): iterative scan set by set_config(..., true) in a one-time filter above
+    the index scan lets a selective filter fill k rows, where the same query without it starves."""
+    rnd = random.Random(0)
+    rows = [
+        (i, 1 if i % 50 == 0 else 0, "[" + ",".join(f"{rnd.gauss(0, 1):.4f}" for _ in range(16)) + "]")
+        for i in range(20_000)
+    ]
+    query = "[" + ",".join("0.1" for _ in range(16)) + "]"
+    walk = f"FROM gated WHERE tag = 1 {{gate}} ORDER BY v <=> '{query}'::vector LIMIT 10"
+    gate = "AND (SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)) IS NOT NULL"
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("CREATE TEMPORARY TABLE gated (id int PRIMARY KEY, tag int, v vector(16))")
+        cursor.executemany("INSERT INTO gated VALUES (%s, %s, %s::vector)", rows)
+        cursor.execute("CREATE INDEX ON gated USING hnsw (v vector_cosine_ops)")
+        cursor.execute("ANALYZE gated")
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL hnsw.iterative_scan = off")
+        cursor.execute("SELECT id " + walk.format(gate=""))
+        starved = cursor.fetchall()
+        cursor.execute("SELECT id " + walk.format(gate=gate))
+        gated = cursor.fetchall()
+        cursor.execute("EXPLAIN SELECT id " + walk.format(gate=gate))
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "One-Time Filter" in plan and "Index Scan using" in plan, plan
+    assert len(starved) < 10 and len(gated) == 10
