@@ -64,7 +64,9 @@ def fetch_rows(collection: Collection, request: SearchRequest, using: str) -> li
     ``ef_search`` is above ``RAG["EF_SEARCH"]`` (k or hybrid candidates above it) sends a
     ``set_config(..., true)`` ahead of it in the same pipeline, so the planner costs the walk
     with the ef it will run; no BEGIN/COMMIT around them: the statements of a pipeline share one
-    transaction up to its Sync (an implicit one in autocommit mode, else the caller's).
+    transaction up to its Sync (an implicit one in autocommit mode, else the caller's). Both
+    leave in the first flight; psycopg sends the pipeline's Sync when the block ends, which can
+    be after it has read a first buffer of a large result (a second, short wait).
     """
     sql, params = build_sql(collection, request)
     raw = raw_connection(using)
