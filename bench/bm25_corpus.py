@@ -49,8 +49,7 @@ from typing import Any
 os.environ.setdefault("BENCH_PGDATA", "/var/tmp/django-rag/bench14-pgdata")
 
 import numpy as np
-import psycopg
-from common import ROOT, Database, Timer, bench_database, machine_line, setup_django, sha1
+from common import ROOT, Database, Timer, bench_database, kept_database, machine_line, setup_django, sha1
 
 __all__ = [
     "COLLECTION",
@@ -530,30 +529,6 @@ def rag_settings_for(extra: dict[str, Any] | None = None) -> dict[str, Any]:
         "COLLECTIONS": {COLLECTION: {"TEXT_CONFIG": "english"}},
         **(extra or {}),
     }
-
-
-@contextmanager
-def kept_database(name: str, *, fresh: bool = False) -> Iterator[Database]:
-    """A database that outlives the run (created if missing; dropped first when ``fresh``)."""
-    from common import BENCH_PGDATA, _with_database
-
-    from django_rag.database import embedded_database_url
-
-    server_url = os.environ.get("DATABASE_URL") or embedded_database_url(BENCH_PGDATA)
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        if fresh:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
-            admin.execute(f'CREATE DATABASE "{name}"')
-        version = admin.execute("SHOW server_version").fetchone()
-    db = Database(
-        url=_with_database(server_url, name),
-        name=name,
-        server=f"kept database on {BENCH_PGDATA}, PostgreSQL {version[0] if version else '?'}",
-    )
-    with db.connect(autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    yield db
 
 
 @dataclass

@@ -352,3 +352,25 @@ def machine_line() -> str:
         f"{time.strftime('%Y-%m-%d %H:%M %Z')}; {os.cpu_count()} CPUs, load average {load}; "
         f"Python {sys.version.split()[0]}"
     )
+
+
+@contextmanager
+def kept_database(name: str, *, fresh: bool = False) -> Iterator[Database]:
+    """A database that outlives the run (created if missing; dropped first when ``fresh``)."""
+    from django_rag.database import embedded_database_url
+
+    server_url = os.environ.get("DATABASE_URL") or embedded_database_url(BENCH_PGDATA)
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        if fresh:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        version = admin.execute("SHOW server_version").fetchone()
+    db = Database(
+        url=_with_database(server_url, name),
+        name=name,
+        server=f"kept database on {BENCH_PGDATA}, PostgreSQL {version[0] if version else '?'}",
+    )
+    with db.connect(autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    yield db

@@ -38,8 +38,7 @@ from typing import Any
 
 os.environ.setdefault("BENCH_PGDATA", "/var/tmp/django-rag/bench-pgdata")
 
-from bm25_corpus import kept_database
-from common import ROOT, machine_line, setup_django
+from common import ROOT, kept_database, machine_line, setup_django
 
 DATA = ROOT / "bench" / "data"
 SHARED = ROOT.parent / "shared" / "data"

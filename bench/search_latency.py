@@ -56,8 +56,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -66,7 +65,7 @@ os.environ.setdefault("BENCH_PGDATA", "/var/tmp/django-rag/bench4-pgdata")
 
 import numpy as np
 import psycopg
-from common import Database, Timer, bench_database, machine_line, setup_django, sha1
+from common import Database, Timer, bench_database, kept_database, machine_line, setup_django, sha1
 from pgvector.psycopg import register_vector
 from search_data import SMALL_TENANT, Corpus, MiniLMLookup, Queries, build_corpus, load_queries
 
@@ -310,23 +309,6 @@ def load_both(db: Database, corpus: Corpus, lc: LangChain, batch: int, lc_rows: 
         conn.execute(f'ALTER DATABASE "{db.name}" RESET synchronous_commit')
     connections.close_all()
     return rag_seconds, copy_seconds
-
-
-@contextmanager
-def kept_database(name: str) -> Iterator[Database]:
-    """Development only (``--keep-db``): a database that survives the run, loaded once."""
-    from common import BENCH_PGDATA, _with_database
-
-    from django_rag.database import embedded_database_url
-
-    server_url = os.environ.get("DATABASE_URL") or embedded_database_url(BENCH_PGDATA)
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        if admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
-            admin.execute(f'CREATE DATABASE "{name}"')
-    db = Database(url=_with_database(server_url, name), name=name, server=f"kept database on {BENCH_PGDATA}")
-    with db.connect(autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    yield db
 
 
 # -- raw psycopg ----------------------------------------------------------------------------------

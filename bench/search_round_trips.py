@@ -45,7 +45,16 @@ os.environ.setdefault("BENCH_PGDATA", "/var/tmp/django-rag/bench-pgdata")
 
 import numpy as np
 import psycopg
-from common import Database, Timer, bench_database, machine_line, random_unit_vectors, setup_django, sha1
+from common import (
+    Database,
+    Timer,
+    bench_database,
+    kept_database,
+    machine_line,
+    random_unit_vectors,
+    setup_django,
+    sha1,
+)
 
 COLLECTION = "bench-round-trips"
 DIMS = 384
@@ -106,23 +115,6 @@ def build_index(db: Database) -> float:
         conn.execute(IndexSpec(SPACE, DIMS).create_sql())
         conn.execute("VACUUM ANALYZE")
     return timer.seconds
-
-
-@contextmanager
-def kept_database(name: str) -> Iterator[Database]:
-    """Development only (``--keep-db``): a database that survives the run, loaded once."""
-    from common import BENCH_PGDATA, _with_database
-
-    from django_rag.database import embedded_database_url
-
-    server_url = os.environ.get("DATABASE_URL") or embedded_database_url(BENCH_PGDATA)
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        if admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
-            admin.execute(f'CREATE DATABASE "{name}"')
-    db = Database(url=_with_database(server_url, name), name=name, server=f"kept database on {BENCH_PGDATA}")
-    with db.connect(autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    yield db
 
 
 def raw_sql(collection_id: int) -> str:

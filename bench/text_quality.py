@@ -34,8 +34,8 @@ from collections.abc import Sequence
 
 os.environ.setdefault("BENCH_PGDATA", "/var/tmp/django-rag/bench14-pgdata")
 
-from bm25_corpus import DATA, bm25_mode, check_modes, kept_database, parse_grid
-from common import bench_database, machine_line, setup_django
+from bm25_corpus import DATA, bm25_mode, check_modes, parse_grid
+from common import bench_database, kept_database, machine_line, setup_django
 
 TOLERANCE = 0.003
 DATASETS = {"SciFact train": ("scifact-train", "train"), "MS MARCO-5k": ("msmarco-5k", "test")}
